@@ -1,0 +1,74 @@
+"""The FastAPI app: ``create_app(settings)``, its lifespan and the routers it mounts.
+
+The model is loaded in the lifespan (never at import) by an :class:`InferenceService` kept on
+``app.state``; routes reach it through the ``ServiceDep`` dependency (routes/deps.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from backends.runtime import RuntimeConfig
+from backends.service import InferenceService, ServiceConfig
+from routes import seed
+from routes.errors import install_error_handlers
+from schemas.settings import Settings
+
+log = logging.getLogger("genai.app")
+
+
+def service_config(settings: Settings) -> ServiceConfig:
+    return ServiceConfig(
+        runtime=RuntimeConfig(
+            model_dir=settings.model_dir,
+            device=settings.device,
+            intra_op_threads=settings.threads,
+            max_length=settings.max_length,
+        ),
+        model_name=settings.model_name,
+        default_max_tokens=settings.default_max_tokens,
+        prefill_chunk=settings.prefill_chunk,
+    )
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    service: InferenceService = app.state.service
+
+    async def load() -> None:
+        try:
+            await service.start()
+            log.info("model ready: %s on %s", service.model_dir, service.device)
+        except Exception as exc:  # /healthz reports "error"; the message is in the log
+            log.error("model failed to load: %s", exc)
+
+    # Load in the background so /healthz can answer "loading" meanwhile.
+    loading = asyncio.create_task(load())
+    try:
+        yield
+    finally:
+        if not loading.done():
+            loading.cancel()
+        await service.stop()
+
+
+def create_app(
+    settings: Settings | None = None, service: InferenceService | None = None
+) -> FastAPI:
+    settings = settings or Settings()
+    app = FastAPI(
+        title="ONNX Runtime GenAI server",
+        version="0.1.0",
+        description="Serves an onnxruntime-genai model over HTTP, with per-request timing.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.service = service or InferenceService(service_config(settings))
+    install_error_handlers(app)
+    app.include_router(seed.router)
+    return app

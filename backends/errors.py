@@ -1,0 +1,48 @@
+"""Typed errors. The HTTP layer maps each to a status code and OpenAI's error shape."""
+
+from __future__ import annotations
+
+
+class GenAIError(Exception):
+    """Base class: carries what the error shape needs, nothing HTTP-specific but a status hint."""
+
+    status_code = 500
+    error_type = "server_error"
+    code: str | None = None
+
+    def __init__(
+        self, message: str, *, param: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.headers = headers or {}
+
+
+class InvalidRequest(GenAIError):
+    status_code = 400
+    error_type = "invalid_request_error"
+
+
+class ContextLengthExceeded(InvalidRequest):
+    code = "context_length_exceeded"
+
+
+class ModelNotFound(GenAIError):
+    status_code = 404
+    error_type = "invalid_request_error"
+    code = "model_not_found"
+
+
+class NotReady(GenAIError):
+    status_code = 503
+    error_type = "service_unavailable"
+    code = "model_not_ready"
+
+
+class GenerationFailed(GenAIError):
+    code = "generation_failed"
+
+
+class StartupError(Exception):
+    """The server cannot start; the message says why and what to do. No traceback needed."""

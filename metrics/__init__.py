@@ -1,0 +1,1 @@
+"""Per-request timing (TTFT, TPOT, tokens/s)."""

@@ -1,0 +1,1 @@
+"""Pydantic models: settings, HTTP request/response bodies, the error shape."""

@@ -1,0 +1,84 @@
+"""The one settings object: read from the environment and `.env`, validated at start."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEMO_MODEL_DIR = REPO_ROOT / "models" / "demo-llama"
+
+Device = Literal["auto", "cpu", "cuda", "directml", "coreml", "webgpu", "openvino", "qnn"]
+
+
+def _env(name: str, field: str) -> AliasChoices:
+    # Accept the documented environment name and the Python field name (for tests/CLI).
+    return AliasChoices(name, field)
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (cgroup/affinity aware where the OS tells)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+    )
+
+    model_dir: Path = Field(DEMO_MODEL_DIR, validation_alias=_env("GENAI_MODEL_DIR", "model_dir"))
+    model_name: str = Field(
+        "onnx-genai", min_length=1, validation_alias=_env("GENAI_MODEL_NAME", "model_name")
+    )
+    device: Device = Field("auto", validation_alias=_env("GENAI_DEVICE", "device"))
+    max_length: int | None = Field(
+        None, gt=0, validation_alias=_env("GENAI_MAX_LENGTH", "max_length")
+    )
+    default_max_tokens: int = Field(
+        256, gt=0, validation_alias=_env("GENAI_DEFAULT_MAX_TOKENS", "default_max_tokens")
+    )
+    intra_op_threads: int | None = Field(
+        None, ge=1, validation_alias=_env("GENAI_INTRA_OP_THREADS", "intra_op_threads")
+    )
+    prefill_chunk: int = Field(
+        512, ge=16, validation_alias=_env("GENAI_PREFILL_CHUNK", "prefill_chunk")
+    )
+    host: str = Field("127.0.0.1", validation_alias=_env("HOST", "host"))
+    port: int = Field(8002, ge=1, le=65535, validation_alias=_env("PORT", "port"))
+    reload: bool = Field(False, validation_alias=_env("RELOAD", "reload"))
+    workers: int = Field(1, ge=1, validation_alias=_env("WORKERS", "workers"))
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = Field(
+        "info", validation_alias=_env("LOG_LEVEL", "log_level")
+    )
+
+    @field_validator("device", "log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip().lower()
+            return "directml" if value == "dml" else value
+        return value
+
+    @field_validator("model_dir", mode="after")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @model_validator(mode="after")
+    def _reload_means_one_worker(self) -> Settings:
+        # uvicorn's reloader runs a single process; several workers would be ignored.
+        if self.reload:
+            self.workers = 1
+        return self
+
+    @property
+    def threads(self) -> int:
+        """Intra-op threads for onnxruntime: explicit setting, else every usable CPU."""
+        return self.intra_op_threads or usable_cpus()
