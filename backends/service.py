@@ -13,10 +13,16 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from backends.chat_template import Message, render_chat
-from backends.errors import ContextLengthExceeded, GenerationFailed, ModelNotFound, NotReady
+from backends.errors import (
+    ContextLengthExceeded,
+    GenerationFailed,
+    InvalidRequest,
+    ModelNotFound,
+    NotReady,
+)
 from backends.runtime import LoadedModel, RuntimeConfig
 from backends.scheduler import Event, Job, Scheduler
 from backends.types import FinishEvent, GenerationParams, PreparedPrompt, TokenEvent
@@ -174,22 +180,35 @@ class InferenceService:
         return await asyncio.wrap_future(self.scheduler.call(encode))
 
     def plan(
-        self,
-        prompt: PreparedPrompt,
-        *,
-        max_tokens: int | None,
-        temperature: float,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        seed: int | None = None,
+        self, prompt: PreparedPrompt, *, max_tokens: int | None, **sampling: Any
     ) -> GenerationParams:
+        """Generation parameters for ``prompt``; ``sampling`` are GenerationParams fields."""
         model = self._ready_model()
         max_new = plan_max_new_tokens(
             len(prompt), max_tokens, self.config.default_max_tokens, model.max_length
         )
-        return GenerationParams(
-            max_new_tokens=max_new, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed
-        )
+        bias = sampling.get("logit_bias")
+        if bias:
+            vocab = self.vocab_size
+            bad = [t for t in bias if not 0 <= int(t) < vocab]
+            if bad:
+                raise InvalidRequest(
+                    f"logit_bias names token ids outside the vocabulary (0..{vocab - 1}): {bad}",
+                    param="logit_bias",
+                )
+        return GenerationParams(max_new_tokens=max_new, **sampling)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self._ready_model().folder.config["model"]["vocab_size"])
+
+    async def decode_tokens(self, token_ids: Sequence[int]) -> list[str]:
+        """Each token's own text (for logprobs), decoded on the owner thread."""
+
+        def decode(model: LoadedModel) -> list[str]:
+            return [str(model.tokenizer.decode([t])) for t in token_ids]
+
+        return list(await asyncio.wrap_future(self.scheduler.call(decode)))
 
     def generate(
         self, prompt: PreparedPrompt, params: GenerationParams, timer: RequestTimer

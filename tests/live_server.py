@@ -46,7 +46,9 @@ def live_server(timeout: float = 60.0, **env: str) -> Iterator[str]:
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{proc.stdout.read() if proc.stdout else ''}")
+                raise RuntimeError(
+                    f"server exited early:\n{proc.stdout.read() if proc.stdout else ''}"
+                )
             try:
                 if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
                     break

@@ -16,7 +16,11 @@ from tests.live_server import ROOT, live_server, server_env
 def run_main(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "main_genai.py"],
-        cwd=ROOT, env=server_env(**env), capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=server_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -41,8 +45,11 @@ def test_missing_model_dir(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("remove", "needle"),
-    [("genai_config.json", "no genai_config.json"), ("model.onnx", "missing the model file"),
-     ("tokenizer.json", "no tokenizer")],
+    [
+        ("genai_config.json", "no genai_config.json"),
+        ("model.onnx", "missing the model file"),
+        ("tokenizer.json", "no tokenizer"),
+    ],
 )
 def test_incomplete_model_dir(tmp_path: Path, broken_model: Path, remove: str, needle: str) -> None:
     (broken_model / remove).unlink()

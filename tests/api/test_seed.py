@@ -14,8 +14,14 @@ MESSAGES = [
     {"role": "user", "content": "Name three rivers and a mountain."},
 ]
 METRIC_KEYS = {
-    "ttft", "total_latency", "tokens_per_second", "output_tokens_per_second",
-    "input_tokens", "output_tokens", "tpot", "model",
+    "ttft",
+    "total_latency",
+    "tokens_per_second",
+    "output_tokens_per_second",
+    "input_tokens",
+    "output_tokens",
+    "tpot",
+    "model",
 }
 
 
@@ -30,7 +36,10 @@ def test_healthz_reports_ready_model(client: TestClient, demo_model_dir) -> None
     resp = client.get("/healthz")
     assert resp.status_code == 200
     assert resp.json() == {
-        "status": "ok", "backend": "onnx-genai", "device": "cpu", "model_dir": str(demo_model_dir)
+        "status": "ok",
+        "backend": "onnx-genai",
+        "device": "cpu",
+        "model_dir": str(demo_model_dir),
     }
 
 
@@ -130,7 +139,9 @@ def test_bad_input_is_a_400_in_the_error_shape(client: TestClient, path, body, p
 
 @pytest.mark.parametrize("path", ["/v1/chat", "/v1/chat/stream"])
 def test_malformed_json_is_a_400(client: TestClient, path) -> None:
-    resp = client.post(path, content=b'{"messages": [', headers={"content-type": "application/json"})
+    resp = client.post(
+        path, content=b'{"messages": [', headers={"content-type": "application/json"}
+    )
     assert "JSON" in assert_error(resp, 400)["message"]
 
 
