@@ -65,7 +65,7 @@ class DirectGenerator:
         gen.append_tokens(ids)
         stream = self.tokenizer.create_stream()
         eos = set(self.tokenizer.eos_token_ids)
-        text, tokens = "", []
+        text, tokens = "", list[int]()
         while len(tokens) < max_new_tokens and not gen.is_done():
             gen.generate_next_token()
             tok = int(gen.get_next_tokens()[0])
