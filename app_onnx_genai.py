@@ -33,6 +33,11 @@ def service_config(settings: Settings) -> ServiceConfig:
         model_name=settings.model_name,
         default_max_tokens=settings.default_max_tokens,
         prefill_chunk=settings.prefill_chunk,
+        scheduler=settings.scheduler,
+        max_concurrency=settings.max_concurrency,
+        max_queue=settings.max_queue,
+        cache_sequences=settings.cache_sequences,
+        request_timeout=settings.request_timeout,
     )
 
 

@@ -40,6 +40,18 @@ class NotReady(GenAIError):
     code = "model_not_ready"
 
 
+class Overloaded(GenAIError):
+    """Too many requests running and waiting: retry later (429 with Retry-After)."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+    code = "server_overloaded"
+
+
+class ShuttingDown(NotReady):
+    code = "shutting_down"
+
+
 class GenerationFailed(GenAIError):
     code = "generation_failed"
 

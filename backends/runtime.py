@@ -45,6 +45,12 @@ class LoadedModel:
     max_length: int
     eos_token_ids: frozenset[int]
 
+    @property
+    def dynamic_batching(self) -> bool:
+        """Paged-attention models (CUDA fp16/bf16, WebGPU) get continuous batching."""
+        engine = self.folder.config.get("engine", {})
+        return isinstance(engine, dict) and "dynamic_batching" in engine
+
 
 def session_overlay(threads: int, provider: ProviderChoice) -> dict[str, Any] | None:
     """genai_config overlay for CPU threading; accelerators keep the folder's own settings."""

@@ -4,9 +4,9 @@ onnxruntime-genai requires Engine/Request calls from the thread that made the En
 Generator step holds the GIL; so one dedicated thread owns the model and all sequences. Other
 threads talk to it only through a command queue (work in) and per-job sinks (events out).
 
-Strategy ("generator"): one ``og.Generator`` per active sequence, advanced round-robin one
-step at a time. A prompt is prefilled in chunks of ``prefill_chunk`` tokens, so a long prompt
-arriving while others decode delays them by one chunk, not by its whole prefill.
+The scheduler admits at most ``max_concurrency`` jobs into its strategy (the rest wait in
+arrival order), enforces cancellation and deadlines between steps, and lets the strategy
+(``generator`` or ``engine``) advance the active jobs one step at a time.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import Any, Protocol
 
 from backends.runtime import LoadedModel, RuntimeConfig, load_model
 from backends.types import FinishEvent, FinishReason, GenerationParams, TokenEvent, Usage
@@ -38,19 +38,49 @@ class Job:
     prompt_ids: list[int]
     params: GenerationParams
     sink: Sink
+    deadline: float | None = None  # time.perf_counter() value after which it times out
     cancelled: threading.Event = field(default_factory=threading.Event)
+    enqueued_at: float = field(default_factory=time.perf_counter)
+    started_at: float | None = None
+    generated: int = 0
+    cached_tokens: int = 0
+    done: bool = False
 
     def cancel(self) -> None:
         self.cancelled.set()
 
+    def emit(self, event: TokenEvent) -> None:
+        self.generated += 1
+        self.sink(event)
 
-@dataclass
-class _Sequence:
-    job: Job
-    generator: Any
-    stream: Any
-    pending: list[int]
-    generated: int = 0
+    def finish(self, reason: FinishReason, error: str | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        queued = (self.started_at or time.perf_counter()) - self.enqueued_at
+        usage = Usage(len(self.prompt_ids), self.generated, self.cached_tokens)
+        self.sink(FinishEvent(reason, usage, error, queue_time=queued))
+
+
+class Strategy(Protocol):
+    """How active jobs are advanced. Called only on the owner thread."""
+
+    name: str
+
+    def add(self, job: Job) -> None: ...
+
+    def step(self) -> None: ...
+
+    def drop(self, job: Job, reason: FinishReason) -> None: ...
+
+    def active_jobs(self) -> list[Job]: ...
+
+    def set_profiling(self, prefix: str | None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+StrategyFactory = Callable[[LoadedModel], Strategy]
 
 
 class _Stop:
@@ -61,19 +91,23 @@ class Scheduler:
     def __init__(
         self,
         runtime: RuntimeConfig,
+        strategy_factory: StrategyFactory | None = None,
         *,
-        prefill_chunk: int = 512,
+        max_concurrency: int = 8,
         loader: Callable[[RuntimeConfig], LoadedModel] = load_model,
     ) -> None:
         self._runtime = runtime
         self._loader = loader
-        self._prefill_chunk = prefill_chunk
+        self._factory = strategy_factory or _default_factory
+        self.max_concurrency = max_concurrency
         self._commands: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._active: list[_Sequence] = []
+        self._waiting: deque[Job] = deque()
         self._thread = threading.Thread(target=self._run, name="genai-owner", daemon=True)
         self.loaded = threading.Event()  # set once loading ended, well or not
         self.model: LoadedModel | None = None
+        self.strategy: Strategy | None = None
         self.load_error: BaseException | None = None
+        self._active_ids: list[str] = []
 
     # ---- called from other threads -------------------------------------------------------
     def start(self) -> None:
@@ -95,25 +129,65 @@ class Scheduler:
 
     @property
     def active_count(self) -> int:
-        return len(self._active)
+        return len(self._active_ids)
+
+    @property
+    def waiting_count(self) -> int:
+        return len(self._waiting)
+
+    def active_job_ids(self) -> list[str]:
+        return list(self._active_ids)
 
     # ---- the owner thread ----------------------------------------------------------------
     def _run(self) -> None:
         try:
             self.model = self._loader(self._runtime)
+            self.strategy = self._factory(self.model)
+            log.info("scheduler strategy: %s", self.strategy.name)
         except BaseException as exc:  # reported through load_error; the thread ends
             self.load_error = exc
             self.loaded.set()
             self._drain_after_failure(exc)
             return
         self.loaded.set()
-        while True:
-            if not self._take_commands(block=not self._active):
-                break
-            for seq in list(self._active):
-                self._step(seq)
-        for seq in list(self._active):
-            self._finish(seq, "cancelled")
+        strategy = self.strategy
+        try:
+            while self._take_commands(block=not (strategy.active_jobs() or self._waiting)):
+                self._expire(strategy)
+                self._fill(strategy)
+                if strategy.active_jobs():
+                    strategy.step()
+                self._active_ids = [j.id for j in strategy.active_jobs()]
+        finally:
+            for job in list(self._waiting):
+                job.finish("cancelled")
+            self._waiting.clear()
+            for job in list(strategy.active_jobs()):
+                strategy.drop(job, "cancelled")
+            self._active_ids = []
+            strategy.close()
+
+    def _expire(self, strategy: Strategy) -> None:
+        now = time.perf_counter()
+        for job in list(self._waiting):
+            reason = _expired(job, now)
+            if reason is not None:
+                self._waiting.remove(job)
+                job.finish(reason)
+        for job in list(strategy.active_jobs()):
+            reason = _expired(job, now)
+            if reason is not None:
+                strategy.drop(job, reason)
+
+    def _fill(self, strategy: Strategy) -> None:
+        while self._waiting and len(strategy.active_jobs()) < self.max_concurrency:
+            job = self._waiting.popleft()
+            job.started_at = time.perf_counter()
+            try:
+                strategy.add(job)
+            except Exception as exc:
+                log.exception("job %s: could not start", job.id)
+                job.finish("error", str(exc))
 
     def _drain_after_failure(self, exc: BaseException) -> None:
         while True:
@@ -121,7 +195,7 @@ class Scheduler:
             if isinstance(cmd, _Stop):
                 return
             if isinstance(cmd, Job):
-                cmd.sink(FinishEvent("error", Usage(len(cmd.prompt_ids), 0), str(exc)))
+                cmd.finish("error", str(exc))
             else:
                 cmd[1].set_exception(exc)
 
@@ -135,7 +209,7 @@ class Scheduler:
             if isinstance(cmd, _Stop):
                 return False
             if isinstance(cmd, Job):
-                self._admit(cmd)
+                self._waiting.append(cmd)
             else:
                 fn, fut = cmd
                 if fut.set_running_or_notify_cancel():
@@ -148,58 +222,16 @@ class Scheduler:
             except queue.Empty:
                 return True
 
-    def _admit(self, job: Job) -> None:
-        assert self.model is not None
-        if job.cancelled.is_set():
-            job.sink(FinishEvent("cancelled", Usage(len(job.prompt_ids), 0)))
-            return
-        og, m, p = self.model.og, self.model, job.params
-        try:
-            params = og.GeneratorParams(m.model)
-            options: dict[str, Any] = {
-                "max_length": min(len(job.prompt_ids) + p.max_new_tokens, m.max_length),
-                "do_sample": not p.greedy,
-            }
-            if not p.greedy:
-                options.update(temperature=p.temperature, top_p=p.top_p, top_k=p.top_k)
-                if p.seed is not None:
-                    options["random_seed"] = p.seed
-            params.set_search_options(**options)
-            generator = og.Generator(m.model, params)
-        except Exception as exc:
-            log.exception("job %s: could not create a generator", job.id)
-            job.sink(FinishEvent("error", Usage(len(job.prompt_ids), 0), str(exc)))
-            return
-        seq = _Sequence(job, generator, m.tokenizer.create_stream(), list(job.prompt_ids))
-        self._active.append(seq)
 
-    def _step(self, seq: _Sequence) -> None:
-        assert self.model is not None
-        if seq.job.cancelled.is_set():
-            self._finish(seq, "cancelled")
-            return
-        try:
-            if seq.pending:
-                chunk = seq.pending[: self._prefill_chunk]
-                del seq.pending[: self._prefill_chunk]
-                seq.generator.append_tokens(np.asarray(chunk, dtype=np.int32))
-                return
-            seq.generator.generate_next_token()
-            token = int(seq.generator.get_next_tokens()[0])
-        except Exception as exc:
-            log.exception("job %s: generation step failed", seq.job.id)
-            self._finish(seq, "error", str(exc))
-            return
-        if token in self.model.eos_token_ids:
-            self._finish(seq, "stop")
-            return
-        seq.generated += 1
-        seq.job.sink(TokenEvent(token, seq.stream.decode(token)))
-        if seq.generated >= seq.job.params.max_new_tokens or seq.generator.is_done():
-            self._finish(seq, "length")
+def _expired(job: Job, now: float) -> FinishReason | None:
+    if job.cancelled.is_set():
+        return "cancelled"
+    if job.deadline is not None and now >= job.deadline:
+        return "timeout"
+    return None
 
-    def _finish(self, seq: _Sequence, reason: FinishReason, error: str | None = None) -> None:
-        self._active.remove(seq)
-        seq.job.sink(FinishEvent(reason, Usage(len(seq.job.prompt_ids), seq.generated), error))
-        # Drop the generator here, on the owner thread, freeing its KV cache now.
-        seq.generator = None
+
+def _default_factory(model: LoadedModel) -> Strategy:
+    from backends.generator_strategy import GeneratorStrategy
+
+    return GeneratorStrategy(model)

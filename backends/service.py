@@ -2,7 +2,8 @@
 
 Blocking native work never runs on the event loop: prompts are rendered and tokenized on the
 owner thread (``Scheduler.call``), tokens come back through an ``asyncio.Queue`` fed with
-``call_soon_threadsafe``.
+``call_soon_threadsafe``. Admission control (running + waiting limits) and draining for a
+graceful shutdown live here too.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from backends.chat_template import Message, render_chat
 from backends.errors import (
@@ -22,15 +24,18 @@ from backends.errors import (
     InvalidRequest,
     ModelNotFound,
     NotReady,
+    Overloaded,
+    ShuttingDown,
 )
 from backends.runtime import LoadedModel, RuntimeConfig
-from backends.scheduler import Event, Job, Scheduler
+from backends.scheduler import Event, Job, Scheduler, Strategy
 from backends.types import FinishEvent, GenerationParams, PreparedPrompt, TokenEvent
 from metrics.timing import RequestMetrics, RequestTimer
 
 log = logging.getLogger("genai.service")
 
 Status = Literal["loading", "ok", "error"]
+SchedulerName = Literal["auto", "generator", "engine"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,21 @@ class ServiceConfig:
     model_name: str = "onnx-genai"
     default_max_tokens: int = 256
     prefill_chunk: int = 512
+    scheduler: SchedulerName = "auto"
+    max_concurrency: int = 8
+    max_queue: int = 64
+    cache_sequences: int = 4
+    request_timeout: float | None = None  # seconds, per request, queue time included
+
+
+class Observer(Protocol):
+    """Hooks for metrics; called on the event loop."""
+
+    def on_rejected(self) -> None: ...
+
+    def on_token(self, gen: Generation) -> None: ...
+
+    def on_finished(self, gen: Generation) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -75,27 +95,61 @@ def plan_max_new_tokens(
     return requested
 
 
+def strategy_factory(config: ServiceConfig) -> Callable[[LoadedModel], Strategy]:
+    """Pick the scheduling strategy once the model is loaded (``auto`` looks at the model)."""
+
+    def make(model: LoadedModel) -> Strategy:
+        name = config.scheduler
+        if name == "auto":
+            name = "engine" if model.dynamic_batching else "generator"
+        if name == "engine":
+            from backends.engine_strategy import EngineStrategy
+
+            return EngineStrategy(model, cache_size=config.cache_sequences)
+        from backends.generator_strategy import GeneratorStrategy
+
+        return GeneratorStrategy(
+            model, prefill_chunk=config.prefill_chunk, cache_size=config.cache_sequences
+        )
+
+    return make
+
+
 class Generation:
     """One running request: iterate for tokens; ``finish`` is set when it ends."""
 
-    def __init__(self, job_id: str, prompt: PreparedPrompt, timer: RequestTimer) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        prompt: PreparedPrompt,
+        timer: RequestTimer,
+        on_done: Callable[[Generation], None] = lambda g: None,
+    ) -> None:
         self.id = job_id
         self.prompt = prompt
         self.timer = timer
         self.finish: FinishEvent | None = None
+        self.job: Job | None = None
+        self._final: FinishEvent | None = None
+        self._on_done = on_done
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
-        self.job: Job | None = None
 
     def deliver(self, event: Event) -> None:
         """Called on the owner thread."""
         try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+            self._loop.call_soon_threadsafe(self._receive, event)
         except RuntimeError:  # loop closed: nobody is listening any more
             pass
 
+    def _receive(self, event: Event) -> None:
+        if isinstance(event, FinishEvent):
+            self._final = event
+            self._on_done(self)
+        self._queue.put_nowait(event)
+
     def cancel(self) -> None:
-        if self.job is not None and self.finish is None:
+        if self.job is not None and self._final is None:
             self.job.cancel()
 
     async def __aiter__(self) -> AsyncIterator[TokenEvent]:
@@ -112,9 +166,19 @@ class Generation:
 
 
 class InferenceService:
-    def __init__(self, config: ServiceConfig, scheduler: Scheduler | None = None) -> None:
+    def __init__(
+        self,
+        config: ServiceConfig,
+        scheduler: Scheduler | None = None,
+        observer: Observer | None = None,
+    ) -> None:
         self.config = config
-        self.scheduler = scheduler or Scheduler(config.runtime, prefill_chunk=config.prefill_chunk)
+        self.scheduler = scheduler or Scheduler(
+            config.runtime, strategy_factory(config), max_concurrency=config.max_concurrency
+        )
+        self.observer = observer
+        self.draining = False
+        self.inflight: dict[str, Generation] = {}
         self._ids = itertools.count(1)
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -128,11 +192,30 @@ class InferenceService:
     async def stop(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.scheduler.stop)
 
+    async def drain(self, timeout: float) -> int:
+        """Stop admitting; wait up to ``timeout`` s for in-flight requests; cancel the rest.
+
+        Returns how many requests had to be cancelled."""
+        self.draining = True
+        deadline = time.monotonic() + timeout
+        while self.inflight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        left = list(self.inflight.values())
+        for gen in left:
+            gen.cancel()
+        while self.inflight and time.monotonic() < deadline + 5:
+            await asyncio.sleep(0.02)
+        return len(left)
+
     @property
     def status(self) -> Status:
         if not self.scheduler.loaded.is_set():
             return "loading"
         return "error" if self.scheduler.load_error is not None else "ok"
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ok" and not self.draining
 
     @property
     def model_dir(self) -> Path:
@@ -147,6 +230,11 @@ class InferenceService:
     def max_length(self) -> int | None:
         model = self.scheduler.model
         return model.max_length if model is not None else None
+
+    @property
+    def strategy_name(self) -> str | None:
+        strategy = self.scheduler.strategy
+        return strategy.name if strategy is not None else None
 
     def _ready_model(self) -> LoadedModel:
         if self.status != "ok" or self.scheduler.model is None:
@@ -210,14 +298,51 @@ class InferenceService:
 
         return list(await asyncio.wrap_future(self.scheduler.call(decode)))
 
-    def generate(
-        self, prompt: PreparedPrompt, params: GenerationParams, timer: RequestTimer
-    ) -> Generation:
+    def check_admission(self, extra: int = 1) -> None:
+        """Refuse new work when draining or when running + waiting is at its limit."""
+        if self.draining:
+            raise ShuttingDown("The server is shutting down; retry on another instance.")
         self._ready_model()
-        gen = Generation(f"gen-{next(self._ids)}", prompt, timer)
-        gen.job = Job(gen.id, prompt.token_ids, params, gen.deliver)
+        limit = self.config.max_concurrency + self.config.max_queue
+        if len(self.inflight) + extra > limit:
+            if self.observer is not None:
+                self.observer.on_rejected()
+            raise Overloaded(
+                f"The server is at capacity ({len(self.inflight)} requests running or "
+                f"waiting; limit {limit}). Retry later.",
+                headers={"Retry-After": "1"},
+            )
+
+    def generate(
+        self,
+        prompt: PreparedPrompt,
+        params: GenerationParams,
+        timer: RequestTimer,
+        request_id: str | None = None,
+    ) -> Generation:
+        self.check_admission()
+        job_id = request_id or f"gen-{next(self._ids)}"
+        if job_id in self.inflight:
+            job_id = f"{job_id}-{next(self._ids)}"
+        gen = Generation(job_id, prompt, timer, self._release)
+        timeout = self.config.request_timeout
+        deadline = timer.accepted + timeout if timeout else None
+        gen.job = Job(gen.id, prompt.token_ids, params, gen.deliver, deadline=deadline)
+        self.inflight[gen.id] = gen
         self.scheduler.submit(gen.job)
         return gen
+
+    def _release(self, gen: Generation) -> None:
+        self.inflight.pop(gen.id, None)
+        if self.observer is not None:
+            self.observer.on_finished(gen)
+
+    def cancel(self, request_id: str) -> bool:
+        gen = self.inflight.get(request_id)
+        if gen is None:
+            return False
+        gen.cancel()
+        return True
 
     async def complete(self, gen: Generation) -> Completion:
         """Run a generation to its end (cancelling it if the caller is cancelled)."""

@@ -72,6 +72,7 @@ class FinishEvent:
     reason: FinishReason
     usage: Usage
     error: str | None = None
+    queue_time: float = 0.0  # seconds between submission and the start of prefill
 
 
 @dataclass

@@ -50,6 +50,29 @@ class Settings(BaseSettings):
     prefill_chunk: int = Field(
         512, ge=16, validation_alias=_env("GENAI_PREFILL_CHUNK", "prefill_chunk")
     )
+    scheduler: Literal["auto", "generator", "engine"] = Field(
+        "auto", validation_alias=_env("GENAI_SCHEDULER", "scheduler")
+    )
+    max_concurrency: int = Field(
+        8, ge=1, validation_alias=_env("GENAI_MAX_CONCURRENCY", "max_concurrency")
+    )
+    max_queue: int = Field(64, ge=0, validation_alias=_env("GENAI_MAX_QUEUE", "max_queue"))
+    cache_sequences: int = Field(
+        4, ge=0, validation_alias=_env("GENAI_CACHE_SEQUENCES", "cache_sequences")
+    )
+    request_timeout: float | None = Field(
+        None, gt=0, validation_alias=_env("GENAI_REQUEST_TIMEOUT", "request_timeout")
+    )
+    shutdown_timeout: float = Field(
+        30.0, ge=0, validation_alias=_env("GENAI_SHUTDOWN_TIMEOUT", "shutdown_timeout")
+    )
+    sse_ping: float = Field(15.0, gt=0, validation_alias=_env("GENAI_SSE_PING", "sse_ping"))
+    profile_dir: Path = Field(
+        Path("profiles"), validation_alias=_env("GENAI_PROFILE_DIR", "profile_dir")
+    )
+    profile_max_files: int = Field(
+        50, ge=1, validation_alias=_env("GENAI_PROFILE_MAX_FILES", "profile_max_files")
+    )
     host: str = Field("127.0.0.1", validation_alias=_env("HOST", "host"))
     port: int = Field(8002, ge=1, le=65535, validation_alias=_env("PORT", "port"))
     reload: bool = Field(False, validation_alias=_env("RELOAD", "reload"))

@@ -1,0 +1,172 @@
+"""Strategy "generator": one ``og.Generator`` per active sequence, advanced round-robin.
+
+Each step feeds one prefill chunk or decodes one token for every active sequence, so a new
+request starts prefilling at once instead of waiting for a batch to finish. Finished
+sequences stay resident in a :class:`PrefixCache`; a later prompt sharing their prefix is
+``rewind_to`` the shared length and only the rest is prefilled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from backends.logits import log_softmax, process_logits, top_logprobs
+from backends.prefix_cache import Held, PrefixCache
+from backends.runtime import LoadedModel
+from backends.scheduler import Job
+from backends.types import FinishReason, GenerationParams, TokenEvent
+
+log = logging.getLogger("genai.generator")
+
+
+@dataclass
+class _Seq:
+    job: Job
+    gen: Any
+    stream: Any
+    pending: list[int]
+    capacity: int
+    key: Hashable | None  # None: this sequence's state may not be reused
+    tokens: list[int] = field(default_factory=list)  # tokens fed or produced, in order
+    kv_len: int = 0  # how many of ``tokens`` the KV cache holds
+    counts: Counter[int] = field(default_factory=Counter)
+
+
+def reuse_key(params: GenerationParams) -> Hashable | None:
+    """Search options are fixed when a Generator is made: reuse only an identical setup."""
+    if params.seed is not None or params.guidance is not None:
+        return None
+    if params.greedy:
+        return ("greedy", params.repetition_penalty)
+    return ("sample", params.temperature, params.top_p, params.top_k, params.repetition_penalty)
+
+
+class GeneratorStrategy:
+    name = "generator"
+
+    def __init__(self, model: LoadedModel, *, prefill_chunk: int = 512, cache_size: int = 4):
+        self.model = model
+        self.prefill_chunk = prefill_chunk
+        self.cache: PrefixCache[Any] = PrefixCache(cache_size, min_match=1)
+        self._active: list[_Seq] = []
+        self._profile_prefix: str | None = None
+
+    # ---- Strategy ------------------------------------------------------------------------
+    def active_jobs(self) -> list[Job]:
+        return [s.job for s in self._active]
+
+    def add(self, job: Job) -> None:
+        p = job.params
+        needed = len(job.prompt_ids) + p.max_new_tokens
+        key = reuse_key(p) if self.cache.size > 0 else None
+        hit = self.cache.take(key, job.prompt_ids, needed) if key is not None else None
+        if hit is not None:
+            held, n = hit
+            gen = held.state
+            gen.rewind_to(n)
+            job.cached_tokens = n
+            seq = _Seq(
+                job,
+                gen,
+                self.model.tokenizer.create_stream(),
+                job.prompt_ids[n:],
+                held.capacity,
+                key,
+                tokens=held.tokens[:n],
+                kv_len=n,
+            )
+        else:
+            # A reusable sequence gets the whole context, so a later turn still fits.
+            capacity = self.model.max_length if key is not None else needed
+            gen = self._new_generator(p, capacity)
+            seq = _Seq(
+                job, gen, self.model.tokenizer.create_stream(), list(job.prompt_ids), capacity, key
+            )
+        if self._profile_prefix:
+            gen.set_runtime_option("enable_profiling", self._profile_prefix)
+        self._active.append(seq)
+
+    def step(self) -> None:
+        for seq in list(self._active):
+            try:
+                self._step(seq)
+            except Exception as exc:
+                log.exception("job %s: generation step failed", seq.job.id)
+                self._finish(seq, "error", str(exc))
+
+    def drop(self, job: Job, reason: FinishReason) -> None:
+        for seq in self._active:
+            if seq.job is job:
+                self._finish(seq, reason)
+                return
+
+    def set_profiling(self, prefix: str | None) -> None:
+        self._profile_prefix = prefix
+        for seq in self._active:
+            seq.gen.set_runtime_option("enable_profiling", prefix or "0")
+
+    def close(self) -> None:
+        self.cache.clear()
+
+    # ---- internals -----------------------------------------------------------------------
+    def _new_generator(self, p: GenerationParams, capacity: int) -> Any:
+        og = self.model.og
+        params = og.GeneratorParams(self.model.model)
+        options: dict[str, Any] = {"max_length": capacity, "do_sample": not p.greedy}
+        if p.repetition_penalty != 1.0:
+            options["repetition_penalty"] = p.repetition_penalty
+        if not p.greedy:
+            options.update(temperature=p.temperature, top_p=p.top_p, top_k=p.top_k)
+            if p.seed is not None:
+                options["random_seed"] = p.seed
+        params.set_search_options(**options)
+        if p.guidance is not None:
+            params.set_guidance(*p.guidance)
+        return og.Generator(self.model.model, params)
+
+    def _step(self, seq: _Seq) -> None:
+        if seq.pending:
+            chunk = seq.pending[: self.prefill_chunk]
+            del seq.pending[: self.prefill_chunk]
+            seq.gen.append_tokens(np.asarray(chunk, dtype=np.int32))
+            seq.tokens += chunk
+            seq.kv_len = len(seq.tokens)
+            return
+        p = seq.job.params
+        logprobs = None
+        if p.needs_logits:
+            logits = process_logits(
+                seq.gen.get_logits(), p, seq.counts, seq.job.generated, self.model.eos_token_ids
+            )
+            seq.gen.set_logits(logits.reshape(1, 1, -1))
+            if p.logprobs or p.top_logprobs:
+                logprobs = log_softmax(logits)
+        seq.gen.generate_next_token()
+        token = int(seq.gen.get_next_tokens()[0])
+        seq.kv_len = len(seq.tokens)
+        seq.tokens.append(token)
+        if token in self.model.eos_token_ids:
+            self._finish(seq, "stop")
+            return
+        seq.counts[token] += 1
+        event = TokenEvent(token, seq.stream.decode(token))
+        if logprobs is not None:
+            event = TokenEvent(
+                token, event.text, float(logprobs[token]), top_logprobs(logprobs, p.top_logprobs)
+            )
+        seq.job.emit(event)
+        if seq.job.generated >= p.max_new_tokens or seq.gen.is_done():
+            self._finish(seq, "length")
+
+    def _finish(self, seq: _Seq, reason: FinishReason, error: str | None = None) -> None:
+        self._active.remove(seq)
+        seq.job.finish(reason, error)
+        if seq.key is not None and reason in ("stop", "length") and seq.kv_len > 0:
+            self.cache.put(Held(seq.key, seq.tokens[: seq.kv_len], seq.capacity, seq.gen))
+        # Otherwise the generator is dropped here, on the owner thread, freeing its KV cache.

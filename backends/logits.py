@@ -1,0 +1,60 @@
+"""Logit processing the engine does not do natively: pure numpy, unit-tested.
+
+OpenAI's presence/frequency penalties and logit_bias, suppressing EOS until ``min_new_tokens``,
+and log-probabilities for the ``logprobs`` option.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from backends.types import GenerationParams
+
+Logits = npt.NDArray[np.float32]
+
+
+def process_logits(
+    logits: Logits,
+    params: GenerationParams,
+    generated: Counter[int],
+    n_generated: int,
+    eos_ids: Iterable[int],
+) -> Logits:
+    """A processed copy of one step's logits (1-D, vocabulary-sized)."""
+    out = np.array(logits, dtype=np.float32, copy=True).reshape(-1)
+    if params.logit_bias:
+        _apply_bias(out, params.logit_bias)
+    if generated and (params.presence_penalty or params.frequency_penalty):
+        ids = np.fromiter(generated.keys(), dtype=np.int64)
+        counts = np.fromiter(generated.values(), dtype=np.float32)
+        out[ids] -= params.frequency_penalty * counts + params.presence_penalty
+    if n_generated < params.min_new_tokens:
+        for eos in eos_ids:
+            out[eos] = -np.inf
+    return out
+
+
+def _apply_bias(out: Logits, bias: Mapping[int, float]) -> None:
+    for token, value in bias.items():
+        out[int(token)] += value
+
+
+def log_softmax(logits: Logits) -> Logits:
+    shifted = logits - np.max(logits[np.isfinite(logits)], initial=0.0)
+    with np.errstate(divide="ignore", over="ignore"):
+        result: Logits = shifted - np.log(np.sum(np.exp(shifted)))
+    return result
+
+
+def top_logprobs(logprobs: Logits, k: int) -> tuple[tuple[int, float], ...]:
+    """The ``k`` most likely tokens with their log-probabilities, most likely first."""
+    if k <= 0:
+        return ()
+    k = min(k, logprobs.shape[0])
+    idx = np.argpartition(-logprobs, k - 1)[:k]
+    idx = idx[np.argsort(-logprobs[idx], kind="stable")]
+    return tuple((int(i), float(logprobs[i])) for i in idx)

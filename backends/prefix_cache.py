@@ -1,0 +1,78 @@
+"""Held sequences for prefix reuse: an LRU of (token ids, engine state) with prefix matching.
+
+A finished chat turn's KV cache stays resident; a later prompt that shares a long prefix with
+it (typically the next turn of the same conversation) prefills only the tokens after it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from itertools import count
+from typing import Generic, TypeVar
+
+S = TypeVar("S")
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class Held(Generic[S]):
+    key: Hashable  # what must match for the state to be reusable (e.g. search options)
+    tokens: list[int]  # token ids whose KV the state holds, in order
+    capacity: int  # total tokens the state can hold
+    state: S
+
+
+class PrefixCache(Generic[S]):
+    """At most ``size`` held states; ``take`` removes and returns the best match."""
+
+    def __init__(
+        self, size: int, *, min_match: int = 1, on_evict: Callable[[S], None] | None = None
+    ):
+        self.size = size
+        self.min_match = min_match
+        self._on_evict = on_evict
+        self._items: OrderedDict[int, Held[S]] = OrderedDict()
+        self._ids = count()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, held: Held[S]) -> None:
+        if self.size <= 0:
+            self._evict(held)
+            return
+        self._items[next(self._ids)] = held
+        while len(self._items) > self.size:
+            _, old = self._items.popitem(last=False)
+            self._evict(old)
+
+    def take(self, key: Hashable, prompt: Sequence[int], needed: int) -> tuple[Held[S], int] | None:
+        """The held state sharing the longest prefix with ``prompt`` (at least one prompt token
+        is left to feed, so the engine computes fresh logits), if it fits ``needed`` tokens."""
+        best: tuple[int, int] | None = None
+        for item_id, held in self._items.items():
+            if held.key != key or held.capacity < needed:
+                continue
+            n = min(common_prefix(held.tokens, prompt), len(prompt) - 1)
+            if n >= self.min_match and (best is None or n > best[1]):
+                best = (item_id, n)
+        if best is None:
+            return None
+        return self._items.pop(best[0]), best[1]
+
+    def clear(self) -> None:
+        while self._items:
+            self._evict(self._items.popitem(last=False)[1])
+
+    def _evict(self, held: Held[S]) -> None:
+        if self._on_evict is not None:
+            self._on_evict(held.state)
