@@ -61,6 +61,9 @@ class GeneratorStrategy:
     def active_jobs(self) -> list[Job]:
         return [s.job for s in self._active]
 
+    def unsupported(self, params: GenerationParams) -> str | None:
+        return None
+
     def add(self, job: Job) -> None:
         p = job.params
         needed = len(job.prompt_ids) + p.max_new_tokens

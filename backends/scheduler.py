@@ -67,6 +67,10 @@ class Strategy(Protocol):
 
     name: str
 
+    def unsupported(self, params: GenerationParams) -> str | None:
+        """The parameter this strategy cannot honour, if any (the request is then refused)."""
+        ...
+
     def add(self, job: Job) -> None: ...
 
     def step(self) -> None: ...

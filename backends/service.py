@@ -284,7 +284,16 @@ class InferenceService:
                     f"logit_bias names token ids outside the vocabulary (0..{vocab - 1}): {bad}",
                     param="logit_bias",
                 )
-        return GenerationParams(max_new_tokens=max_new, **sampling)
+        params = GenerationParams(max_new_tokens=max_new, **sampling)
+        strategy = self.scheduler.strategy
+        missing = strategy.unsupported(params) if strategy is not None else None
+        if missing is not None:
+            raise InvalidRequest(
+                f"{missing} is not supported by the {strategy.name!r} scheduler serving this "
+                "model (GENAI_SCHEDULER=generator supports it).",
+                param=missing.split(" ")[0].split("/")[0],
+            )
+        return params
 
     @property
     def vocab_size(self) -> int:
