@@ -47,7 +47,7 @@ class EngineStrategy:
         self.dynamic = model.dynamic_batching
         self._turns: dict[int, _Turn] = {}  # id(og.Request) -> turn
         self._flags = og.EngineEventFlags
-        self._reasons = {
+        self._reasons: dict[Any, FinishReason] = {
             og.FinishReason.EOS: "stop",
             og.FinishReason.STOP_STRING: "stop",
             og.FinishReason.MAX_GENERATED_TOKENS: "length",
@@ -104,9 +104,9 @@ class EngineStrategy:
                 self._close(turn, "error", str(exc))
             return
         for event in events:  # events are views into the buffer: read them now
-            turn = self._turns.get(id(event.request))
-            if turn is not None:
-                self._handle(turn, event)
+            current = self._turns.get(id(event.request))
+            if current is not None:
+                self._handle(current, event)
 
     def drop(self, job: Job, reason: FinishReason) -> None:
         for turn in self._turns.values():

@@ -287,7 +287,7 @@ class InferenceService:
         params = GenerationParams(max_new_tokens=max_new, **sampling)
         strategy = self.scheduler.strategy
         missing = strategy.unsupported(params) if strategy is not None else None
-        if missing is not None:
+        if strategy is not None and missing is not None:
             raise InvalidRequest(
                 f"{missing} is not supported by the {strategy.name!r} scheduler serving this "
                 "model (GENAI_SCHEDULER=generator supports it).",
