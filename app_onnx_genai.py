@@ -15,7 +15,8 @@ from fastapi import FastAPI
 
 from backends.runtime import RuntimeConfig
 from backends.service import InferenceService, ServiceConfig
-from routes import seed
+from routes import generate, openai, seed
+from routes.auth import install_auth_and_cors
 from routes.errors import install_error_handlers
 from schemas.settings import Settings
 
@@ -76,4 +77,8 @@ def create_app(
     app.state.service = service or InferenceService(service_config(settings))
     install_error_handlers(app)
     app.include_router(seed.router)
+    app.include_router(openai.router)
+    app.include_router(generate.router)
+    app.openapi = openai.document_stream_chunks(app)  # type: ignore[method-assign]
+    install_auth_and_cors(app, settings)
     return app

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     log_level: Literal["critical", "error", "warning", "info", "debug"] = Field(
         "info", validation_alias=_env("LOG_LEVEL", "log_level")
     )
+    # Comma-separated lists. No API key: every route is open. No origins: no CORS at all.
+    api_key: SecretStr | None = Field(None, validation_alias=_env("GENAI_API_KEY", "api_key"))
+    cors_origins: str = Field("", validation_alias=_env("GENAI_CORS_ORIGINS", "cors_origins"))
 
     @field_validator("device", "log_level", mode="before")
     @classmethod

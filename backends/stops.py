@@ -1,0 +1,73 @@
+"""Stop strings on a stream of decoded text, without ever leaking a stop into the output.
+
+A stop string can span several tokens, so text that could be the start of a stop string is held
+back until the next piece shows whether it really is one. When a stop string is found, the text
+before it is released, the stop string and everything after it are dropped, and ``matched`` says
+which stop string ended the text. The engine's own stop strings are not used: in 0.18 they need
+a dynamic-batching engine and do not trim the text after the match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class StopMatcher:
+    """Feed decoded pieces in order; get back the text that is safe to show.
+
+    >>> m = StopMatcher(["</s>"])
+    >>> m.feed("Hello </"), m.feed("s> world"), m.matched
+    ('Hello ', '', '</s>')
+    """
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = tuple(s for s in stops if s)
+        self.matched: str | None = None
+        self.released = 0  # characters released so far
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        """The part of ``held + piece`` that can no longer belong to a stop string."""
+        if self.matched is not None:
+            return ""
+        text = self._held + piece
+        found = self._earliest_match(text)
+        if found is not None:
+            at, stop = found
+            self.matched = stop
+            self._held = ""
+            return self._release(text[:at])
+        keep = self._partial_suffix(text)
+        self._held = text[len(text) - keep :] if keep else ""
+        return self._release(text[: len(text) - keep])
+
+    def flush(self) -> str:
+        """The held-back text, once the stream ended without completing a stop string."""
+        held, self._held = self._held, ""
+        return self._release(held) if self.matched is None else ""
+
+    @property
+    def holding(self) -> str:
+        return self._held
+
+    def _release(self, text: str) -> str:
+        self.released += len(text)
+        return text
+
+    def _earliest_match(self, text: str) -> tuple[int, str] | None:
+        best: tuple[int, str] | None = None
+        for stop in self.stops:
+            at = text.find(stop)
+            if at >= 0 and (best is None or at < best[0]):
+                best = (at, stop)
+        return best
+
+    def _partial_suffix(self, text: str) -> int:
+        """Length of the longest suffix of ``text`` that is a proper prefix of a stop string."""
+        longest = 0
+        for stop in self.stops:
+            for n in range(min(len(stop) - 1, len(text)), longest, -1):
+                if text.endswith(stop[:n]):
+                    longest = n
+                    break
+        return longest

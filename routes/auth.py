@@ -1,0 +1,122 @@
+"""Optional API-key auth (``GENAI_API_KEY``) and CORS (``GENAI_CORS_ORIGINS``).
+
+Auth is an ASGI middleware rather than a route dependency so that it also covers routes mounted
+later by others (``/metrics``) and cannot be forgotten on a new router. Open without a key:
+``/healthz``, ``/readyz`` (probes) and the API description (``/docs``, ``/redoc``,
+``/openapi.json``: it holds no data, and Swagger's "Authorize" button needs it).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from schemas.errors import error_body
+from schemas.settings import Settings
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc"})
+OPENAPI_PATH = "/openapi.json"
+
+
+def split_csv(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def api_keys(settings: Settings) -> list[str]:
+    return split_csv(settings.api_key.get_secret_value() if settings.api_key else None)
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def key_matches(given: str, keys: list[str]) -> bool:
+    """Constant-time comparison against every key (no early exit on the first match)."""
+    matched = False
+    for key in keys:
+        matched |= hmac.compare_digest(given.encode(), key.encode())
+    return matched
+
+
+class ApiKeyMiddleware:
+    def __init__(self, app: ASGIApp, keys: list[str], open_paths: frozenset[str]) -> None:
+        self.app = app
+        self.keys = keys
+        self.open_paths = open_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        token = bearer_token(headers.get("authorization"))
+        if token is not None and key_matches(token, self.keys):
+            await self.app(scope, receive, send)
+            return
+        message = (
+            "Missing API key: send `Authorization: Bearer <key>`."
+            if token is None
+            else "Invalid API key."
+        )
+        body = error_body(message, "authentication_error", code="invalid_api_key")
+        response = JSONResponse(body, 401, headers={"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+
+
+def _document_bearer_auth(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    original = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = original()
+        components = schema.setdefault("components", {})
+        components.setdefault("securitySchemes", {})["apiKey"] = {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "One of the keys in GENAI_API_KEY.",
+        }
+        unauthorized = {
+            "description": "Missing or invalid API key",
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
+            },
+        }
+        for path, operations in schema.get("paths", {}).items():
+            if path in OPEN_PATHS:
+                continue
+            for operation in operations.values():
+                operation["security"] = [{"apiKey": []}]
+                operation.setdefault("responses", {}).setdefault("401", unauthorized)
+        app.openapi_schema = schema
+        return schema
+
+    return openapi
+
+
+def install_auth_and_cors(app: FastAPI, settings: Settings) -> None:
+    keys = api_keys(settings)
+    if keys:
+        app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=OPEN_PATHS | {OPENAPI_PATH})
+        app.openapi = _document_bearer_auth(app)  # type: ignore[method-assign]
+    origins = split_csv(settings.cors_origins)
+    if origins:
+        # Added last, so outermost: preflight requests are answered before auth runs.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            allow_credentials="*" not in origins,
+        )

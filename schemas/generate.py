@@ -1,0 +1,26 @@
+"""The seed's raw-completion interface: POST /generate (no chat template)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class GenerateRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"prompt": "Once upon a time", "max_new_tokens": 32}]},
+    )
+
+    prompt: str = Field(..., min_length=1, description="Raw text, continued as is.")
+    max_new_tokens: int | None = Field(
+        None, gt=0, description="Tokens to generate at most; default GENAI_DEFAULT_MAX_TOKENS."
+    )
+    temperature: float = Field(0.7, ge=0.0, le=2.0, description="0 means greedy decoding.")
+
+
+class GenerateResponse(BaseModel):
+    generated_text: str
+    tokens_generated: int
+    finish_reason: Literal["stop", "length"]

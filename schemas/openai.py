@@ -1,0 +1,475 @@
+"""OpenAI-compatible protocol: /v1/chat/completions, /v1/completions, /v1/models.
+
+Requests forbid unknown fields. OpenAI fields this server cannot honour are declared anyway so
+that sending them is a 400 naming the field and saying why, instead of a silent no-op.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
+from pydantic_core import PydanticCustomError
+
+from schemas.chat import ChatMetrics
+
+SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int
+MAX_N = 16
+MAX_STOPS = 4
+
+
+def _refuse(why: str) -> PydanticCustomError:
+    return PydanticCustomError("unsupported", "not supported: {why}", {"why": why})
+
+
+def _check_unsupported(
+    rules: dict[str, tuple[str, Callable[[Any], bool]]], value: Any, info: ValidationInfo
+) -> Any:
+    """``rules[field] = (why, harmless)``: refuse a value unless ``harmless(value)``."""
+    assert info.field_name is not None
+    why, harmless = rules[info.field_name]
+    if not harmless(value):
+        raise _refuse(why)
+    return value
+
+
+# ---- shared request pieces ---------------------------------------------------------------
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    include_usage: bool = Field(
+        False, description="Send a last chunk with `choices: []`, `usage` and `metrics`."
+    )
+
+
+class JsonSchemaSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(..., min_length=1, max_length=64)
+    description: str | None = None
+    schema_: dict[str, Any] = Field(
+        default_factory=dict, alias="schema", description="A JSON Schema the output must match."
+    )
+    strict: bool | None = Field(None, description="Accepted; the schema is always enforced.")
+
+
+class ResponseFormatText(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text"]
+
+
+class ResponseFormatJsonObject(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["json_object"]
+
+
+class ResponseFormatJsonSchema(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaSpec
+
+
+ResponseFormat = Annotated[
+    ResponseFormatText | ResponseFormatJsonObject | ResponseFormatJsonSchema,
+    Field(discriminator="type"),
+]
+
+
+class SamplingFields(BaseModel):
+    """The sampling surface shared by both endpoints."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(None, description="The served model name; omit for the default.")
+    temperature: float = Field(1.0, ge=0.0, le=2.0, description="0 means greedy decoding.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0, description="Extension. 0 disables the top-k cut.")
+    n: int = Field(1, ge=1, le=MAX_N, description="Choices to generate (seed + i for choice i).")
+    max_tokens: int | None = Field(
+        None, gt=0, description="Tokens to generate at most; default GENAI_DEFAULT_MAX_TOKENS."
+    )
+    min_tokens: int = Field(0, ge=0, description="Extension. EOS is suppressed until then.")
+    stop: str | list[str] | None = Field(
+        None,
+        description=f"Up to {MAX_STOPS} strings; the text ends before the first one, "
+        "which is not returned.",
+    )
+    seed: int | None = Field(None, ge=0, le=SEED_MAX, description="Same seed, same output.")
+    repetition_penalty: float = Field(
+        1.0, gt=0.0, le=2.0, description="Extension: multiplicative (HF/CTRL) penalty; 1 = off."
+    )
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    logit_bias: dict[str, float] | None = Field(
+        None, description='Token id (as a string) → bias in [-100, 100], e.g. {"50256": -100}.'
+    )
+    stream: bool = False
+    stream_options: StreamOptions | None = Field(None, description="Only with `stream: true`.")
+    user: str | None = Field(None, description="Accepted for compatibility; not used.")
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value: str | list[str] | None) -> list[str] | None:
+        stops = [value] if isinstance(value, str) else value
+        if stops is None:
+            return None
+        if len(stops) > MAX_STOPS:
+            raise PydanticCustomError(
+                "too_many_stops", "at most {n} stop strings", {"n": MAX_STOPS}
+            )
+        if any(not s for s in stops):
+            raise PydanticCustomError("empty_stop", "stop strings must not be empty")
+        return stops
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _bias(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key, bias in (value or {}).items():
+            if not key.strip().isdigit():
+                raise PydanticCustomError(
+                    "bad_token_id",
+                    "keys must be token ids (non-negative integers), got '{key}'",
+                    {"key": key},
+                )
+            if not -100.0 <= bias <= 100.0:
+                raise PydanticCustomError(
+                    "bad_bias", "biases must be in [-100, 100], got {bias}", {"bias": bias}
+                )
+        return value
+
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_need_stream(
+        cls, value: StreamOptions | None, info: ValidationInfo
+    ) -> StreamOptions | None:
+        if value is not None and not info.data.get("stream"):
+            raise PydanticCustomError("needs_stream", "only allowed with stream: true")
+        return value
+
+    def token_bias(self) -> dict[int, float] | None:
+        return {int(k): v for k, v in self.logit_bias.items()} if self.logit_bias else None
+
+    @property
+    def stop_list(self) -> list[str]:
+        # The validator turned a single string into a list.
+        return list(self.stop or [])
+
+
+# ---- chat ----------------------------------------------------------------------------------
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text"]
+    text: str
+
+
+def _content_part(value: Any) -> Any:
+    if isinstance(value, dict) and value.get("type") != "text":
+        raise PydanticCustomError(
+            "unsupported_part",
+            "content part type '{type}' is not supported: this model takes text only",
+            {"type": value.get("type")},
+        )
+    return value
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"] = Field(
+        description="`developer` is treated as `system`."
+    )
+    content: str | list[Annotated[TextPart, Field()]] = Field(
+        description="A string, or a list of text parts (joined with newlines)."
+    )
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _parts(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [_content_part(p) for p in value]
+        return value
+
+    def as_template_message(self) -> dict[str, str]:
+        text = (
+            self.content
+            if isinstance(self.content, str)
+            else "\n".join(p.text for p in self.content)
+        )
+        role = "system" if self.role == "developer" else self.role
+        return {"role": role, "content": text}
+
+
+_NO_TOOLS = "this server does not do tool or function calling"
+_CHAT_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "tools": (_NO_TOOLS, lambda v: not v),
+    "tool_choice": (_NO_TOOLS, lambda v: v in (None, "none")),
+    "parallel_tool_calls": (_NO_TOOLS, lambda v: v is None),
+    "functions": (_NO_TOOLS, lambda v: not v),
+    "function_call": (_NO_TOOLS, lambda v: v in (None, "none")),
+    "audio": ("this server produces text only", lambda v: v is None),
+    "modalities": ("this server produces text only", lambda v: v in (None, ["text"])),
+    "prediction": ("predicted outputs are not implemented", lambda v: v is None),
+}
+
+
+class ChatCompletionRequest(SamplingFields):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": "onnx-genai",
+                    "messages": [{"role": "user", "content": "Hello!"}],
+                    "max_tokens": 32,
+                }
+            ]
+        },
+    )
+
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    max_completion_tokens: int | None = Field(None, gt=0, description="Same as `max_tokens`.")
+    logprobs: bool = Field(False, description="Return each output token's log-probability.")
+    top_logprobs: int | None = Field(
+        None, ge=0, le=20, description="With `logprobs`: this many likeliest alternatives."
+    )
+    response_format: ResponseFormat | None = Field(
+        None, description="`json_object` and `json_schema` are enforced by constrained decoding."
+    )
+    # Declared only to be refused with a reason (see _CHAT_REFUSED).
+    tools: list[Any] | None = Field(None, description="Not supported (must be empty).")
+    tool_choice: Any = Field(None, description='Not supported (only `"none"`).')
+    parallel_tool_calls: bool | None = Field(None, description="Not supported.")
+    functions: list[Any] | None = Field(None, description="Not supported.")
+    function_call: Any = Field(None, description="Not supported.")
+    audio: Any = Field(None, description="Not supported.")
+    modalities: list[str] | None = Field(None, description='Only `["text"]`.')
+    prediction: Any = Field(None, description="Not supported.")
+
+    @field_validator(*_CHAT_REFUSED)
+    @classmethod
+    def _refuse_unsupported(cls, value: Any, info: ValidationInfo) -> Any:
+        return _check_unsupported(_CHAT_REFUSED, value, info)
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_needs_logprobs(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value and not info.data.get("logprobs"):
+            raise PydanticCustomError("needs_logprobs", "requires logprobs: true")
+        return value
+
+    @field_validator("max_completion_tokens")
+    @classmethod
+    def _one_limit(cls, value: int | None, info: ValidationInfo) -> int | None:
+        other = info.data.get("max_tokens")
+        if value is not None and other is not None and value != other:
+            raise PydanticCustomError("conflict", "disagrees with max_tokens; give one of them")
+        return value
+
+    @property
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+    def guidance(self) -> tuple[Literal["json_schema"], str] | None:
+        return guidance_for(self.response_format)
+
+
+def guidance_for(
+    fmt: ResponseFormatText | ResponseFormatJsonObject | ResponseFormatJsonSchema | None,
+) -> tuple[Literal["json_schema"], str] | None:
+    """The engine's guidance for a response_format (llguidance JSON schema), or None."""
+    if fmt is None or isinstance(fmt, ResponseFormatText):
+        return None
+    schema: dict[str, Any] = (
+        dict(fmt.json_schema.schema_) if isinstance(fmt, ResponseFormatJsonSchema) else {}
+    )
+    schema = schema or {"type": "object"}
+    # Free whitespace lets a weak model loop on spaces forever; keep the JSON compact.
+    schema.setdefault("x-guidance", {"whitespace_flexible": False})
+    return ("json_schema", json.dumps(schema))
+
+
+# ---- completions ---------------------------------------------------------------------------
+_COMPLETION_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "echo": ("the prompt is not echoed back", lambda v: not v),
+    "suffix": ("insertion (fill-in-the-middle) is not implemented", lambda v: v is None),
+    "best_of": ("use n to get several choices", lambda v: v in (None, 1)),
+}
+
+
+class CompletionRequest(SamplingFields):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"model": "onnx-genai", "prompt": "Once upon a time", "max_tokens": 32}]
+        },
+    )
+
+    prompt: str | list[str] = Field(
+        ..., description="A string or a list of strings (each gets `n` choices); no token ids."
+    )
+    logprobs: int | None = Field(
+        None, ge=0, le=5, description="Return log-probabilities with this many alternatives."
+    )
+    echo: bool = Field(False, description="Not supported (only false).")
+    suffix: str | None = Field(None, description="Not supported.")
+    best_of: int | None = Field(None, description="Not supported (only 1).")
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, value: str | list[str]) -> str | list[str]:
+        prompts = [value] if isinstance(value, str) else value
+        if not prompts or not all(prompts):
+            raise PydanticCustomError("empty_prompt", "give at least one non-empty prompt")
+        return value
+
+    @field_validator(*_COMPLETION_REFUSED)
+    @classmethod
+    def _refuse_unsupported(cls, value: Any, info: ValidationInfo) -> Any:
+        return _check_unsupported(_COMPLETION_REFUSED, value, info)
+
+    @property
+    def prompts(self) -> list[str]:
+        return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
+
+
+# ---- responses -----------------------------------------------------------------------------
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = Field(0, description="Prompt tokens served from the KV cache.")
+
+
+class UsageInfo(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails = Field(default_factory=PromptTokensDetails)
+
+
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class TokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob] = Field(default_factory=list)
+
+
+class ChatLogprobs(BaseModel):
+    content: list[TokenLogprob] | None = None
+    refusal: list[TokenLogprob] | None = None
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str | None = None
+    refusal: str | None = None
+
+
+FinishReason = Literal["stop", "length"]
+
+METRICS_DESCRIPTION = (
+    "Extension: the server's timing for the whole request (all choices), as in /v1/chat. "
+    "In a stream it is on the last chunk before `[DONE]` only."
+)
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    logprobs: ChatLogprobs | None = None
+    finish_reason: FinishReason | None = None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: UsageInfo
+    system_fingerprint: str | None = None
+    metrics: ChatMetrics = Field(description=METRICS_DESCRIPTION)
+
+
+class ChatDelta(BaseModel):
+    """Only the fields that are set are sent (``{}`` on a finish chunk), as OpenAI does."""
+
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+
+class ChatChunkChoice(BaseModel):
+    index: int
+    delta: ChatDelta
+    logprobs: ChatLogprobs | None = None
+    finish_reason: FinishReason | None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: UsageInfo | None = Field(None, description="Only on the `include_usage` chunk.")
+    system_fingerprint: str | None = None
+    metrics: ChatMetrics | None = Field(None, description=METRICS_DESCRIPTION)
+
+
+class CompletionLogprobs(BaseModel):
+    tokens: list[str] = Field(default_factory=list)
+    token_logprobs: list[float] = Field(default_factory=list)
+    top_logprobs: list[dict[str, float]] | None = None
+    text_offset: list[int] = Field(default_factory=list)
+
+
+class CompletionChoice(BaseModel):
+    index: int = Field(description="prompt index × n + choice index")
+    text: str
+    logprobs: CompletionLogprobs | None = None
+    finish_reason: FinishReason | None = None
+
+
+class Completion(BaseModel):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: UsageInfo | None = None
+    system_fingerprint: str | None = None
+    metrics: ChatMetrics | None = Field(None, description=METRICS_DESCRIPTION)
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "onnx-genai"
+    max_model_len: int | None = Field(
+        None, description="Tokens per sequence (prompt + output); null while loading."
+    )
+    context_length: int | None = Field(None, description="Same as max_model_len.")
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+STREAM_CHUNK_MODELS: tuple[type[BaseModel], ...] = (ChatCompletionChunk, Completion)
