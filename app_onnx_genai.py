@@ -15,9 +15,11 @@ from fastapi import FastAPI
 
 from backends.runtime import RuntimeConfig
 from backends.service import InferenceService, ServiceConfig
-from routes import generate, openai, seed
+from metrics.prometheus import ServerMetrics
+from routes import generate, openai, ops, seed
 from routes.auth import install_auth_and_cors
 from routes.errors import install_error_handlers
+from routes.middleware import RequestIdMiddleware
 from schemas.settings import Settings
 
 log = logging.getLogger("genai.app")
@@ -75,10 +77,17 @@ def create_app(
     )
     app.state.settings = settings
     app.state.service = service or InferenceService(service_config(settings))
+    app.state.metrics = ServerMetrics(
+        running=lambda: app.state.service.scheduler.active_count,
+        waiting=lambda: app.state.service.scheduler.waiting_count,
+    )
+    app.state.service.observer = app.state.metrics
     install_error_handlers(app)
     app.include_router(seed.router)
+    app.include_router(ops.router)
     app.include_router(openai.router)
     app.include_router(generate.router)
     app.openapi = openai.document_stream_chunks(app)  # type: ignore[method-assign]
     install_auth_and_cors(app, settings)
+    app.add_middleware(RequestIdMiddleware)  # outermost: 401s and CORS answers get an id too
     return app

@@ -52,6 +52,12 @@ class ShuttingDown(NotReady):
     code = "shutting_down"
 
 
+class RequestTimedOut(GenAIError):
+    status_code = 504
+    error_type = "timeout_error"
+    code = "request_timeout"
+
+
 class GenerationFailed(GenAIError):
     code = "generation_failed"
 

@@ -111,8 +111,9 @@ class GeneratorStrategy:
 
     def set_profiling(self, prefix: str | None) -> None:
         self._profile_prefix = prefix
-        for seq in self._active:
-            seq.gen.set_runtime_option("enable_profiling", prefix or "0")
+        # Held (cached) generators too: a reused one would otherwise keep profiling.
+        for gen in [seq.gen for seq in self._active] + self.cache.states():
+            gen.set_runtime_option("enable_profiling", prefix or "0")
 
     def close(self) -> None:
         self.cache.clear()

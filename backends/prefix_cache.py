@@ -69,6 +69,9 @@ class PrefixCache(Generic[S]):
             return None
         return self._items.pop(best[0]), best[1]
 
+    def states(self) -> list[S]:
+        return [held.state for held in self._items.values()]
+
     def clear(self) -> None:
         while self._items:
             self._evict(self._items.popitem(last=False)[1])

@@ -124,6 +124,7 @@ class Generation:
         prompt: PreparedPrompt,
         timer: RequestTimer,
         on_done: Callable[[Generation], None] = lambda g: None,
+        on_token: Callable[[Generation], None] = lambda g: None,
     ) -> None:
         self.id = job_id
         self.prompt = prompt
@@ -131,7 +132,9 @@ class Generation:
         self.finish: FinishEvent | None = None
         self.job: Job | None = None
         self._final: FinishEvent | None = None
+        self._metrics: RequestMetrics | None = None
         self._on_done = on_done
+        self._on_token = on_token
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
 
@@ -143,8 +146,14 @@ class Generation:
             pass
 
     def _receive(self, event: Event) -> None:
-        if isinstance(event, FinishEvent):
+        # Timing is taken here, when the event loop gets the event, so it does not depend on
+        # how fast (or whether) the HTTP side consumes the stream.
+        if isinstance(event, TokenEvent):
+            self.timer.token()
+            self._on_token(self)
+        else:
             self._final = event
+            self._metrics = self.timer.finish(len(self.prompt))
             self._on_done(self)
         self._queue.put_nowait(event)
 
@@ -156,12 +165,19 @@ class Generation:
         while self.finish is None:
             event = await self._queue.get()
             if isinstance(event, TokenEvent):
-                self.timer.token()
                 yield event
             else:
                 self.finish = event
 
+    @property
+    def final(self) -> FinishEvent | None:
+        """The finish event as soon as the owner thread sent it (``finish``: once iterated)."""
+        return self._final
+
     def metrics(self) -> RequestMetrics:
+        """Timing, frozen when the generation finished."""
+        if self._metrics is not None:
+            return self._metrics
         return self.timer.finish(len(self.prompt))
 
 
@@ -333,7 +349,7 @@ class InferenceService:
         job_id = request_id or f"gen-{next(self._ids)}"
         if job_id in self.inflight:
             job_id = f"{job_id}-{next(self._ids)}"
-        gen = Generation(job_id, prompt, timer, self._release)
+        gen = Generation(job_id, prompt, timer, self._release, self._token)
         timeout = self.config.request_timeout
         deadline = timer.accepted + timeout if timeout else None
         gen.job = Job(gen.id, prompt.token_ids, params, gen.deliver, deadline=deadline)
@@ -341,10 +357,24 @@ class InferenceService:
         self.scheduler.submit(gen.job)
         return gen
 
+    def _token(self, gen: Generation) -> None:
+        if self.observer is not None:
+            self.observer.on_token(gen)
+
     def _release(self, gen: Generation) -> None:
         self.inflight.pop(gen.id, None)
         if self.observer is not None:
             self.observer.on_finished(gen)
+
+    async def set_profiling(self, prefix: str | None) -> None:
+        """ORT profiling for every model step from now on (``None``: off)."""
+        self._ready_model()
+
+        def toggle(model: LoadedModel) -> None:
+            assert self.scheduler.strategy is not None
+            self.scheduler.strategy.set_profiling(prefix)
+
+        await asyncio.wrap_future(self.scheduler.call(toggle))
 
     def cancel(self, request_id: str) -> bool:
         gen = self.inflight.get(request_id)

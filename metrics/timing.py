@@ -39,11 +39,13 @@ class RequestTimer:
         self.first_token: float | None = None
         self.last_token: float | None = None
         self.output_tokens = 0
+        self.last_gap: float | None = None  # seconds since the previous token (ITL)
 
     def token(self) -> None:
         now = self._clock()
         if self.first_token is None:
             self.first_token = now
+        self.last_gap = None if self.last_token is None else now - self.last_token
         self.last_token = now
         self.output_tokens += 1
 

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backends.errors import GenAIError
+from routes.cancellation import ClientDisconnected
 from schemas.errors import error_body
 
 log = logging.getLogger("genai.errors")
@@ -37,6 +38,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _genai(_: Request, exc: GenAIError) -> JSONResponse:
         body = error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)
         return JSONResponse(body, exc.status_code, headers=exc.headers or None)
+
+    @app.exception_handler(ClientDisconnected)
+    async def _gone(_: Request, exc: ClientDisconnected) -> JSONResponse:
+        # Nobody reads this; 499 ("client closed request") keeps access logs honest.
+        return JSONResponse(error_body("Client closed the request.", "client_closed"), 499)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -1,0 +1,177 @@
+"""Operations through the real app: readiness, Prometheus metrics, request ids, admission
+limits, admin cancel and profiling."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.conftest import make_client, wait_ready
+
+BODY = {"messages": [{"role": "user", "content": "hello"}], "temperature": 0, "max_tokens": 8}
+
+
+def metric(text: str, name: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_readyz(client: TestClient) -> None:
+    resp = client.get("/readyz")
+    assert resp.status_code == 200
+    assert resp.json() == {"status": "ready", "scheduler": "generator"}
+
+
+def test_request_id_is_echoed_or_made(client: TestClient) -> None:
+    given = client.post("/v1/chat", json=BODY, headers={"X-Request-ID": "abc-123"})
+    assert given.headers["x-request-id"] == "abc-123"
+    made = client.get("/healthz").headers["x-request-id"]
+    assert made.startswith("req-") and len(made) > 10
+    bad = client.post("/v1/chat", json={}, headers={"X-Request-ID": "has spaces\n"})
+    assert bad.status_code == 400 and bad.headers["x-request-id"].startswith("req-")
+
+
+def test_metrics_count_requests_and_tokens(client: TestClient) -> None:
+    before = client.get("/metrics").text
+    r = client.post("/v1/chat", json=BODY).json()["metrics"]
+    after = client.get("/metrics")
+    assert after.headers["content-type"].startswith("text/plain")
+    text = after.text
+    assert (
+        metric(text, "genai_requests_finished_total")
+        == metric(before, "genai_requests_finished_total") + 1
+    )
+    assert (
+        metric(text, "genai_generation_tokens_total")
+        - metric(before, "genai_generation_tokens_total")
+        == r["output_tokens"]
+    )
+    assert (
+        metric(text, "genai_prompt_tokens_total") - metric(before, "genai_prompt_tokens_total")
+        == r["input_tokens"]
+    )
+    for name in (
+        "genai_time_to_first_token_seconds_count",
+        "genai_e2e_request_latency_seconds_count",
+        "genai_queue_time_seconds_count",
+        "genai_inter_token_latency_seconds_count",
+        "genai_requests_running",
+        "genai_requests_waiting",
+        "genai_requests_rejected_total",
+        "genai_cached_prompt_tokens_total",
+    ):
+        assert name in text, name
+    assert metric(text, "genai_time_to_first_token_seconds_count") >= 1
+
+
+def test_full_server_answers_429_with_retry_after() -> None:
+    with make_client(max_concurrency=1, max_queue=0) as c:
+        wait_ready(c)
+        service = c.app.state.service  # type: ignore[attr-defined]
+        hold = threading.Event()
+
+        def long_request() -> None:
+            body = {**BODY, "max_tokens": 1900, "min_tokens": 1900}
+            with c.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
+                for _ in r.iter_lines():
+                    hold.set()
+
+        t = threading.Thread(target=long_request)
+        t.start()
+        assert hold.wait(30)
+        resp = c.post("/v1/chat", json=BODY)
+        assert resp.status_code == 429
+        assert resp.headers["retry-after"] == "1"
+        assert resp.json()["error"]["code"] == "server_overloaded"
+        assert metric(c.get("/metrics").text, "genai_requests_rejected_total") >= 1
+        for gen in list(service.inflight.values()):
+            gen.cancel()
+        t.join(30)
+        assert c.post("/v1/chat", json=BODY).status_code == 200
+
+
+def test_admin_lists_and_cancels_a_running_request() -> None:
+    with make_client() as c:
+        wait_ready(c)
+        started = threading.Event()
+        result: dict[str, object] = {}
+
+        def long_request() -> None:
+            body = {**BODY, "max_tokens": 1900, "min_tokens": 1900, "stream": True}
+            with c.stream(
+                "POST", "/v1/chat/completions", json=body, headers={"X-Request-ID": "long-1"}
+            ) as r:
+                lines = []
+                for line in r.iter_lines():
+                    started.set()
+                    lines.append(line)
+                result["lines"] = lines
+
+        t = threading.Thread(target=long_request)
+        t.start()
+        assert started.wait(30)
+        listed = c.get("/admin/requests").json()["data"]
+        assert len(listed) == 1 and listed[0]["state"] == "running"
+        assert listed[0]["id"].startswith("long-1")  # the request id names the generation
+        rid = listed[0]["id"]
+        assert c.post(f"/admin/requests/{rid}/cancel").json() == {"id": rid, "cancelled": True}
+        t.join(30)
+        assert not t.is_alive()
+        assert c.get("/admin/requests").json()["data"] == []
+        missing = c.post("/admin/requests/nope/cancel")
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "request_not_found"
+        text = c.get("/metrics").text
+        assert metric(text, "genai_requests_cancelled_total") == 1
+
+
+def test_profiling_writes_capped_files(tmp_path: Path) -> None:
+    with make_client(profile_dir=tmp_path, profile_max_files=3) as c:
+        wait_ready(c)
+        on = c.post("/admin/profiling", json={"enabled": True}).json()
+        assert on["enabled"] is True and on["directory"] == str(tmp_path)
+        c.post("/v1/chat", json=BODY)
+        off = c.post("/admin/profiling", json={"enabled": False}).json()
+        assert off["enabled"] is False
+        files = list(tmp_path.glob("ort_*.json"))
+        assert 1 <= len(files) <= 3 and off["kept_files"] == len(files)
+        before = len(files)
+        c.post("/v1/chat", json=BODY)
+        assert len(list(tmp_path.glob("ort_*.json"))) == before  # off means off
+
+
+def test_request_timeout_is_a_504_or_a_timeout_event() -> None:
+    with make_client(request_timeout=0.05) as c:
+        wait_ready(c)
+        body = {**BODY, "max_tokens": 1900, "min_tokens": 1900}
+        resp = c.post("/v1/chat/completions", json=body)
+        assert resp.json()["choices"][0]["finish_reason"] == "timeout"
+        seed = c.post("/v1/chat", json={**BODY, "max_tokens": 1900})
+        if seed.status_code != 200:  # the demo model may stop early at EOS
+            assert seed.status_code == 504
+            assert seed.json()["error"]["code"] == "request_timeout"
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/admin/requests"])
+def test_ops_routes_need_the_api_key_when_set(path: str) -> None:
+    with make_client(api_key="k1") as c:
+        wait_ready(c)
+        assert c.get(path).status_code == 401
+        assert c.get(path, headers={"Authorization": "Bearer k1"}).status_code == 200
+        assert c.get("/readyz").status_code == 200
+
+
+def test_draining_refuses_new_work() -> None:
+    with make_client() as c:
+        wait_ready(c)
+        c.app.state.service.draining = True  # type: ignore[attr-defined]
+        assert c.get("/readyz").json()["status"] == "draining"
+        assert c.get("/readyz").status_code == 503
+        resp = c.post("/v1/chat", json=BODY)
+        assert resp.status_code == 503 and resp.json()["error"]["code"] == "shutting_down"
+        assert c.get("/healthz").status_code == 200  # liveness unchanged
