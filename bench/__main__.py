@@ -1,0 +1,117 @@
+"""Command line: ``python -m bench run [--smoke]`` and ``python -m bench load --url URL``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from bench.models import ROOT
+
+
+def _floats(s: str) -> list[float]:
+    return [float(x) for x in s.split(",") if x]
+
+
+def _ints(s: str) -> list[int]:
+    return [int(x) for x in s.split(",") if x]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="the whole benchmark: raw loop, server, load, chat, peers")
+    r.add_argument("--smoke", action="store_true", help="CI mode: demo model, a few requests")
+    r.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
+    r.add_argument("--reps", type=int, help="rounds of the single-stream section (default 6)")
+    r.add_argument("--prompt-tokens", type=int)
+    r.add_argument("--new-tokens", type=int)
+    r.add_argument("--concurrency", type=_ints, help="e.g. 1,2,4,8")
+    r.add_argument("--rates", type=_floats, help="Poisson arrival rates, requests/s")
+    r.add_argument("--requests", type=int, help="requests per load level")
+    r.add_argument("--histories", type=_ints, help="chat history lengths, tokens")
+    r.add_argument("--no-peers", action="store_true", help="skip transformers and llama.cpp")
+    r.add_argument("--protocol", choices=["auto", "seed", "openai"], default="auto")
+    r.add_argument("--slo-ttft", type=float, help="seconds (default 1.0)")
+    r.add_argument("--slo-tpot", type=float, help="seconds (default 0.1)")
+    r.add_argument("--out", type=Path, help="output folder (default bench/results/<time>)")
+
+    g = sub.add_parser("load", help="load-test any server (this one or OpenAI-compatible)")
+    g.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8002")
+    g.add_argument("--protocol", choices=["seed", "openai"], default="openai")
+    g.add_argument("--model", help="model name for the OpenAI protocol (default: /v1/models)")
+    g.add_argument("--concurrency", type=_ints, default=[1, 2, 4])
+    g.add_argument("--rates", type=_floats, default=[])
+    g.add_argument("--requests", type=int, default=16)
+    g.add_argument("--prompt-words", type=int, default=96)
+    g.add_argument("--max-tokens", type=int, default=64)
+    g.add_argument("--no-stream", action="store_true")
+    g.add_argument("--out", type=Path, help="write the summaries as JSON here")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "run":
+        from bench.run import RunConfig, run
+
+        cfg = RunConfig.smoke_config() if args.smoke else RunConfig(shape=args.shape)
+        for name in ("reps", "prompt_tokens", "new_tokens", "concurrency", "rates", "histories"):
+            if getattr(args, name) is not None:
+                setattr(cfg, name, getattr(args, name))
+        if args.requests is not None:
+            cfg.load_requests = args.requests
+        if args.slo_ttft is not None:
+            cfg.slo_ttft = args.slo_ttft
+        if args.slo_tpot is not None:
+            cfg.slo_tpot = args.slo_tpot
+        if args.no_peers:
+            cfg.peers = False
+        cfg.protocol = args.protocol
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        cfg.out = args.out or ROOT / "bench" / "results" / ("smoke" if args.smoke else stamp)
+        run(cfg)
+        return 0
+
+    from bench.loadgen import Client, RequestSpec, run_load
+    from bench.prompts import words
+
+    client = Client(args.url.rstrip("/"), protocol=args.protocol, model=args.model)
+
+    async def go() -> list[dict[str, object]]:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=60) as http:
+            print(json.dumps(await client.probe(http)))
+        out = []
+        levels = [("c", c) for c in args.concurrency] + [("r", r) for r in args.rates]
+        for i, (kind, level) in enumerate(levels):
+            specs = [
+                RequestSpec(
+                    [{"role": "user", "content": words(args.prompt_words, 1000 * i + j)}],
+                    args.max_tokens,
+                )
+                for j in range(args.requests)
+            ]
+            out.append(
+                await run_load(
+                    client,
+                    specs,
+                    concurrency=int(level) if kind == "c" else None,
+                    rate=float(level) if kind == "r" else None,
+                    stream=not args.no_stream,
+                    desc=f"{kind}={level}",
+                )
+            )
+            print(json.dumps(out[-1]))
+        return out
+
+    summaries = asyncio.run(go())
+    if args.out:
+        args.out.write_text(json.dumps(summaries, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

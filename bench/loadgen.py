@@ -1,0 +1,300 @@
+"""The project's own async load generator (httpx), for this server or any OpenAI-compatible one.
+
+Two request protocols:
+- ``seed``: this server's ``/v1/chat`` (JSON) and ``/v1/chat/stream`` (SSE ``{"token": ...}``,
+  then ``{"done": true, "metrics": {...}}``);
+- ``openai``: ``/v1/chat/completions`` (works against llama-server, vLLM, ...), with
+  ``stream_options.include_usage`` and ``min_tokens`` where the server accepts it.
+
+Two arrival patterns: a fixed number of requests in flight (closed loop) and Poisson arrivals
+at a given rate (open loop). Each request records client-side TTFT, the gaps between streamed
+pieces (inter-token latency), end-to-end latency and output tokens. The client measures its
+own CPU time too: on a 2-core machine it competes with the server it measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+try:
+    from tqdm import tqdm
+except ImportError:  # the smoke mode needs only httpx
+    tqdm = None
+
+
+@dataclass
+class RequestSpec:
+    messages: list[dict[str, str]]
+    max_tokens: int
+
+
+@dataclass
+class RequestResult:
+    ok: bool
+    start: float = 0.0
+    ttft: float = 0.0  # client-side: send → first content piece (streams) or server metric
+    e2e: float = 0.0
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    itl: list[float] = field(default_factory=list)
+    finish_reason: str | None = None
+    server: dict[str, Any] | None = None  # the seed API's own metrics, when given
+    error: str | None = None
+
+    @property
+    def tpot(self) -> float:
+        if self.output_tokens < 2:
+            return 0.0
+        return (self.e2e - self.ttft) / (self.output_tokens - 1)
+
+
+@dataclass
+class Client:
+    """One target server: base URL, protocol and what it accepts."""
+
+    url: str
+    protocol: str = "seed"  # "seed" | "openai"
+    model: str | None = None
+    min_tokens: bool = False  # send min_tokens = max_tokens (OpenAI protocol, if accepted)
+    timeout: float = 600.0
+
+    def _body(self, spec: RequestSpec, stream: bool) -> tuple[str, dict[str, Any]]:
+        body: dict[str, Any] = {
+            "messages": spec.messages,
+            "max_tokens": spec.max_tokens,
+            "temperature": 0.0,
+        }
+        if self.protocol == "seed":
+            return ("/v1/chat/stream" if stream else "/v1/chat"), body
+        if self.model:
+            body["model"] = self.model
+        if self.min_tokens:
+            body["min_tokens"] = spec.max_tokens
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return "/v1/chat/completions", body
+
+    async def probe(self, http: httpx.AsyncClient) -> dict[str, Any]:
+        """Find the model name and whether ``min_tokens`` is accepted (OpenAI protocol)."""
+        info: dict[str, Any] = {"protocol": self.protocol}
+        if self.protocol != "openai":
+            return info
+        if self.model is None:
+            try:
+                r = await http.get(self.url + "/v1/models")
+                self.model = r.json()["data"][0]["id"]
+            except Exception:  # a server without /v1/models
+                self.model = None
+        self.min_tokens = True
+        spec = RequestSpec([{"role": "user", "content": "hi"}], 2)
+        res = await self.request(http, spec, stream=False)
+        if not res.ok:
+            self.min_tokens = False
+            res = await self.request(http, spec, stream=False)
+        info.update(model=self.model, min_tokens=self.min_tokens, probe_ok=res.ok)
+        return info
+
+    async def request(
+        self, http: httpx.AsyncClient, spec: RequestSpec, *, stream: bool
+    ) -> RequestResult:
+        path, body = self._body(spec, stream)
+        t0 = time.perf_counter()
+        res = RequestResult(ok=False, start=t0)
+        try:
+            if stream:
+                await self._stream(http, path, body, res, t0)
+            else:
+                r = await http.post(self.url + path, json=body, timeout=self.timeout)
+                res.e2e = time.perf_counter() - t0
+                if r.status_code != 200:
+                    res.error = f"HTTP {r.status_code}: {r.text[:200]}"
+                    return res
+                self._parse_json(r.json(), res)
+                res.ok = True
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            res.error = f"{type(exc).__name__}: {exc}"
+        return res
+
+    def _parse_json(self, data: dict[str, Any], res: RequestResult) -> None:
+        if self.protocol == "seed":
+            m = data["metrics"]
+            res.server = m
+            res.output_tokens = int(m["output_tokens"])
+            res.prompt_tokens = int(m["input_tokens"])
+            res.ttft = float(m["ttft"])  # not observable by a non-streaming client
+        else:
+            usage = data.get("usage") or {}
+            res.output_tokens = int(usage.get("completion_tokens", 0))
+            res.prompt_tokens = int(usage.get("prompt_tokens", 0))
+            res.finish_reason = data["choices"][0].get("finish_reason")
+            res.ttft = res.e2e
+
+    async def _stream(
+        self,
+        http: httpx.AsyncClient,
+        path: str,
+        body: dict[str, Any],
+        res: RequestResult,
+        t0: float,
+    ) -> None:
+        last = 0.0
+        pieces = 0
+        async with http.stream("POST", self.url + path, json=body, timeout=self.timeout) as r:
+            if r.status_code != 200:
+                res.error = f"HTTP {r.status_code}: {(await r.aread())[:200]!r}"
+                return
+            async for line in r.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                event = json.loads(payload)
+                if "error" in event:
+                    res.error = json.dumps(event["error"])[:200]
+                    return
+                now = time.perf_counter()
+                text = self._piece(event, res)
+                if text:
+                    if pieces == 0:
+                        res.ttft = now - t0
+                    else:
+                        res.itl.append(now - last)
+                    last = now
+                    pieces += 1
+        res.e2e = time.perf_counter() - t0
+        if res.output_tokens == 0:  # no usage reported: count pieces
+            res.output_tokens = pieces
+        res.ok = True
+
+    def _piece(self, event: dict[str, Any], res: RequestResult) -> str:
+        if self.protocol == "seed":
+            if event.get("done"):
+                m = event["metrics"]
+                res.server = m
+                res.output_tokens = int(m["output_tokens"])
+                res.prompt_tokens = int(m["input_tokens"])
+                return ""
+            return str(event.get("token", ""))
+        if event.get("usage"):
+            res.output_tokens = int(event["usage"].get("completion_tokens", 0))
+            res.prompt_tokens = int(event["usage"].get("prompt_tokens", 0))
+        choices = event.get("choices") or []
+        if not choices:
+            return ""
+        if choices[0].get("finish_reason"):
+            res.finish_reason = choices[0]["finish_reason"]
+        return str((choices[0].get("delta") or {}).get("content") or "")
+
+
+def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict[str, float]:
+    if not values:
+        return {f"p{p}": float("nan") for p in ps} | {"mean": float("nan")}
+    s = sorted(values)
+    out = {}
+    for p in ps:  # linear interpolation between closest ranks
+        k = (len(s) - 1) * p / 100
+        lo = int(k)
+        hi = min(lo + 1, len(s) - 1)
+        out[f"p{p}"] = s[lo] + (s[hi] - s[lo]) * (k - lo)
+    out["mean"] = sum(s) / len(s)
+    return out
+
+
+@dataclass(frozen=True)
+class SLO:
+    ttft: float = 1.0  # seconds
+    tpot: float = 0.1  # seconds per output token after the first
+
+    def met(self, r: RequestResult) -> bool:
+        return r.ok and r.ttft <= self.ttft and r.tpot <= self.tpot
+
+
+def summarize(results: list[RequestResult], wall: float, cpu: float, slo: SLO) -> dict[str, Any]:
+    ok = [r for r in results if r.ok]
+    out_tokens = sum(r.output_tokens for r in ok)
+    return {
+        "requests": len(results),
+        "ok": len(ok),
+        "errors": sorted({r.error or "" for r in results if not r.ok})[:3],
+        "wall_s": wall,
+        "request_throughput": len(ok) / wall if wall else 0.0,
+        "output_token_throughput": out_tokens / wall if wall else 0.0,
+        "goodput": sum(slo.met(r) for r in ok) / wall if wall else 0.0,
+        "slo": {"ttft_s": slo.ttft, "tpot_s": slo.tpot},
+        "output_tokens": {
+            "total": out_tokens,
+            "min": min((r.output_tokens for r in ok), default=0),
+            "max": max((r.output_tokens for r in ok), default=0),
+        },
+        "prompt_tokens": max((r.prompt_tokens for r in ok), default=0),
+        "ttft": percentiles([r.ttft for r in ok]),
+        "tpot": percentiles([r.tpot for r in ok if r.output_tokens > 1]),
+        "itl": percentiles([g for r in ok for g in r.itl]),
+        "e2e": percentiles([r.e2e for r in ok]),
+        "client_cpu_s": cpu,
+        "client_cpu_share": cpu / wall if wall else 0.0,
+    }
+
+
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+async def run_load(
+    client: Client,
+    specs: list[RequestSpec],
+    *,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    stream: bool = True,
+    seed: int = 0,
+    slo: SLO = SLO(),
+    desc: str = "",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Send ``specs`` with ``concurrency`` in flight, or as Poisson arrivals at ``rate``/s."""
+    limits = httpx.Limits(max_connections=max(64, concurrency or 0))
+    bar = tqdm(total=len(specs), desc=desc, leave=False) if (tqdm and progress) else None
+    results: list[RequestResult] = []
+
+    async def one(http: httpx.AsyncClient, spec: RequestSpec) -> None:
+        results.append(await client.request(http, spec, stream=stream))
+        if bar is not None:
+            bar.update(1)
+
+    async with httpx.AsyncClient(limits=limits, timeout=client.timeout) as http:
+        cpu0, t0 = _cpu(), time.perf_counter()
+        if rate is None:
+            queue: asyncio.Queue[RequestSpec] = asyncio.Queue()
+            for s in specs:
+                queue.put_nowait(s)
+
+            async def worker() -> None:
+                while not queue.empty():
+                    await one(http, queue.get_nowait())
+
+            await asyncio.gather(*(worker() for _ in range(concurrency or 1)))
+        else:
+            rng = random.Random(seed)
+            tasks = []
+            for s in specs:
+                tasks.append(asyncio.create_task(one(http, s)))
+                await asyncio.sleep(rng.expovariate(rate))
+            await asyncio.gather(*tasks)
+        wall, cpu = time.perf_counter() - t0, _cpu() - cpu0
+    if bar is not None:
+        bar.close()
+    summary = summarize(results, wall, cpu, slo)
+    summary.update(concurrency=concurrency, rate=rate, stream=stream)
+    return summary

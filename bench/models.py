@@ -1,0 +1,114 @@
+"""Benchmark model folders, made offline once and cached under bench/.cache/.
+
+The int4 model is built by scripts/build_model.py with the HF weights kept (``KEEP_HF_DIR``)
+so the other variants (fp32, int4 at the builder's default accuracy level) and the peers
+(transformers, llama.cpp) all run on the very same random weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "bench" / ".cache"
+DEMO = ROOT / "models" / "demo-llama"
+
+# Files a GenAI model folder needs besides genai_config.json (shared by symlink in variants).
+_MODEL_FILES = ("model.onnx", "model.onnx.data", "tokenizer.json", "tokenizer_config.json")
+
+
+def _builder(hf_dir: Path, out: Path, precision: str, extra: list[str]) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "onnxruntime_genai.models.builder",
+        "-i",
+        str(hf_dir),
+        "-o",
+        str(out),
+        "-p",
+        precision,
+        "-e",
+        "cpu",
+        "-c",
+        str(out.parent / f".{out.name}-cache"),
+        "--extra_options",
+        "hf_token=false",
+        *extra,
+    ]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    shutil.rmtree(out.parent / f".{out.name}-cache", ignore_errors=True)
+    template = hf_dir.parent / "chat_template.jinja"
+    if template.exists() and not (out / "chat_template.jinja").exists():
+        shutil.copy(template, out / "chat_template.jinja")
+
+
+def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
+    """Build (or reuse) the benchmark folders for ``shape``.
+
+    Returns {"int4": acc-level-4 int4 (what build_model.py makes), "int4-acc0": int4 at the
+    builder's default accuracy level, "fp32": fp32, "hf": the HF weights}.
+    """
+    base = CACHE / "models" / shape
+    int4 = base / "int4"
+    if not (int4 / "genai_config.json").exists() or not (int4 / "hf").exists():
+        log(f"building {shape} int4 (accuracy level 4) with scripts/build_model.py ...")  # type: ignore[operator]
+        shutil.rmtree(int4, ignore_errors=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "scripts" / "build_model.py"),
+                "--shape",
+                shape,
+                "--precision",
+                "int4",
+                "--out",
+                str(int4),
+            ],
+            check=True,
+            env=dict(os.environ, KEEP_HF_DIR="1"),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )
+    hf = int4 / "hf"
+    out = {"int4": int4, "hf": hf}
+    for name, precision, extra in (("int4-acc0", "int4", []), ("fp32", "fp32", [])):
+        folder = base / name
+        if not (folder / "genai_config.json").exists():
+            log(f"building {shape} {name} from the same weights ...")  # type: ignore[operator]
+            shutil.rmtree(folder, ignore_errors=True)
+            _builder(hf, folder, precision, extra)
+            if not (folder / "chat_template.jinja").exists():
+                shutil.copy(int4 / "chat_template.jinja", folder / "chat_template.jinja")
+        out[name] = folder
+    return out
+
+
+def session_variant(model_dir: Path, name: str, session_options: dict[str, object]) -> Path:
+    """A copy of ``model_dir`` whose genai_config.json adds ``session_options``.
+
+    The server only overlays the thread count; other session options (thread spinning) are
+    read from the folder, so a variant folder is how the benchmark sets them in the server.
+    Large files are symlinked, not copied.
+    """
+    out = CACHE / "variants" / f"{model_dir.parent.name}-{model_dir.name}-{name}"
+    out.mkdir(parents=True, exist_ok=True)
+    for f in model_dir.iterdir():
+        if f.name in ("genai_config.json", "hf") or f.name.startswith("."):
+            continue
+        link = out / f.name
+        if not link.exists():
+            link.symlink_to(f.resolve())
+    cfg = json.loads((model_dir / "genai_config.json").read_text())
+    cfg["model"]["decoder"].setdefault("session_options", {}).update(session_options)
+    (out / "genai_config.json").write_text(json.dumps(cfg, indent=2))
+    return out
+
+
+__all__ = ["CACHE", "DEMO", "ROOT", "ensure_models", "session_variant", "_MODEL_FILES"]

@@ -1,0 +1,234 @@
+"""Peers on the same weights: Hugging Face transformers ``generate()`` and llama.cpp.
+
+llama.cpp runs through llama-cpp-python, which has no binary wheel: it is compiled once from
+source (a few minutes on 2 cores) with portable CPU flags and the wheel is cached under
+bench/.cache/wheels. The HF folder is converted with the ``convert_hf_to_gguf.py`` shipped in
+the source distribution (its tokenizer declared as ``gpt-2``: the locally trained byte-level
+BPE is not one it knows) and quantized to Q4_0.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.models import CACHE
+from bench.raw import RawResult
+
+# Without these the native build uses -march=native and every quantized model segfaulted at
+# the first eval on these AMX-reporting CPUs.
+LLAMA_CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
+    "-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF"
+)
+LLAMA_PKG = "llama-cpp-python"
+
+
+class TransformersPeer:
+    """``generate()`` in PyTorch on the CPU, greedy, a fixed number of new tokens."""
+
+    name = "transformers"
+
+    def __init__(self, hf_dir: Path, threads: int) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        self.model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+        import transformers
+
+        self.version = f"transformers {transformers.__version__}, torch {torch.__version__}"
+
+    def run(self, prompt_ids: list[int], new_tokens: int) -> RawResult:
+        from transformers.generation.streamers import BaseStreamer
+
+        stamps: list[float] = []
+
+        class Stamps(BaseStreamer):  # type: ignore[misc]
+            first = True
+
+            def put(self, value: Any) -> None:
+                if self.first:  # generate() hands the prompt over first
+                    self.first = False
+                    return
+                stamps.append(time.perf_counter())
+
+            def end(self) -> None:
+                pass
+
+        ids = self.torch.tensor([prompt_ids])
+        t0 = time.perf_counter()
+        with self.torch.inference_mode():
+            self.model.generate(
+                ids,
+                attention_mask=self.torch.ones_like(ids),
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                streamer=Stamps(),
+                pad_token_id=0,
+            )
+        n = len(stamps)
+        decode = (n - 1) / (stamps[-1] - stamps[0]) if n > 1 else 0.0
+        return RawResult(stamps[0] - t0, decode, stamps[-1] - t0, n, len(prompt_ids))
+
+
+def ensure_llama_cpp(log: Any = print) -> str | None:
+    """Import llama_cpp, building and caching its wheel if needed. Returns why not, or None."""
+    try:
+        import llama_cpp  # noqa: F401
+
+        return None
+    except ImportError:
+        pass
+    wheels = CACHE / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    found = glob.glob(str(wheels / "llama_cpp_python-*.whl"))
+    if not found:
+        log("building llama-cpp-python from source (~5 min on 2 cores), cached afterwards ...")
+        env = dict(os.environ, CMAKE_ARGS=LLAMA_CMAKE_ARGS)
+        r = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), LLAMA_PKG],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        found = glob.glob(str(wheels / "llama_cpp_python-*.whl"))
+        if r.returncode != 0 or not found:
+            return f"llama-cpp-python did not build: {r.stderr.strip()[-300:]}"
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", found[0]], capture_output=True, text=True
+    )
+    if r.returncode != 0:
+        return f"llama-cpp-python wheel did not install: {r.stderr.strip()[-300:]}"
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as exc:
+        return f"llama_cpp does not import: {exc}"
+    return None
+
+
+def _converter_dir() -> Path:
+    """vendor/llama.cpp from the llama-cpp-python sdist (downloaded once into the cache)."""
+    sdist = CACHE / "sdist"
+    tars = sorted(sdist.glob("llama_cpp_python-*.tar.gz"))
+    if not tars:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "--no-build-isolation",
+                "-d",
+                str(sdist),
+                LLAMA_PKG,
+            ],
+            check=False,
+            capture_output=True,
+        )
+        tars = sorted(sdist.glob("llama_cpp_python-*.tar.gz"))
+    if not tars:
+        raise RuntimeError("could not download the llama-cpp-python source distribution")
+    root = sdist / tars[-1].name.removesuffix(".tar.gz")
+    vendor = root / "vendor" / "llama.cpp"
+    if not (vendor / "convert_hf_to_gguf.py").exists():
+        with tarfile.open(tars[-1]) as tar:
+            members = [
+                m
+                for m in tar.getmembers()
+                if "/vendor/llama.cpp/" in m.name
+                and (
+                    m.name.endswith("convert_hf_to_gguf.py")
+                    or "/gguf-py/" in m.name
+                    or "/vendor/llama.cpp/conversion/" in m.name
+                )
+            ]
+            tar.extractall(sdist, members=members, filter="data")
+    return vendor
+
+
+_CONVERT = """
+import sys
+vendor = sys.argv.pop(1)
+sys.path[:0] = [vendor, vendor + "/gguf-py"]
+from conversion import base
+# The locally trained byte-level BPE has no known pre-tokenizer hash; it is GPT-2 style.
+base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+sys.path.insert(0, vendor)
+import convert_hf_to_gguf
+convert_hf_to_gguf.main()
+"""
+
+
+def ensure_gguf(hf_dir: Path, log: Any = print) -> Path:
+    """The HF weights as a Q4_0 GGUF (cached beside the model)."""
+    q4 = hf_dir.parent.parent / "llama-q4_0.gguf"
+    if q4.exists():
+        return q4
+    f32 = hf_dir.parent.parent / "llama-f32.gguf"
+    if not f32.exists():
+        log("converting the HF weights to GGUF ...")
+        vendor = _converter_dir()
+        r = subprocess.run(
+            [sys.executable, "-c", _CONVERT, str(vendor), str(hf_dir), "--outfile", str(f32)]
+            + ["--outtype", "f32"],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0 or not f32.exists():
+            raise RuntimeError(f"GGUF conversion failed: {r.stderr.strip()[-400:]}")
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
+    rc = llama_cpp.llama_model_quantize(str(f32).encode(), str(q4).encode(), params)
+    if rc != 0 or not q4.exists():
+        raise RuntimeError(f"llama_model_quantize returned {rc}")
+    return q4
+
+
+class LlamaCppPeer:
+    """llama.cpp through llama-cpp-python's low-level eval: greedy, EOS ignored."""
+
+    name = "llama.cpp"
+
+    def __init__(self, gguf: Path, threads: int, n_ctx: int = 2048) -> None:
+        import llama_cpp
+        import numpy as np
+
+        self.np = np
+        self.llm = llama_cpp.Llama(
+            str(gguf),
+            n_threads=threads,
+            n_threads_batch=threads,
+            n_ctx=n_ctx,
+            n_batch=512,
+            verbose=False,
+        )
+        self.version = f"llama-cpp-python {llama_cpp.__version__} (Q4_0)"
+
+    def run(self, prompt_ids: list[int], new_tokens: int) -> RawResult:
+        llm = self.llm
+        llm.reset()  # n_tokens = 0: the next eval overwrites the KV cache from position 0
+        stamps = []
+        t0 = time.perf_counter()
+        llm.eval(prompt_ids)
+        for _ in range(new_tokens):
+            tok = int(self.np.argmax(llm.scores[llm.n_tokens - 1]))
+            stamps.append(time.perf_counter())
+            if len(stamps) < new_tokens:
+                llm.eval([tok])
+        n = len(stamps)
+        decode = (n - 1) / (stamps[-1] - stamps[0]) if n > 1 else 0.0
+        return RawResult(stamps[0] - t0, decode, stamps[-1] - t0, n, len(prompt_ids))

@@ -1,0 +1,440 @@
+"""``python -m bench run``: every measurement, interleaved and repeated, in one process.
+
+Order of work: build/reuse the models; start every server variant at once (idle servers cost
+no CPU); then, for each section, repeat rounds in which each arm (raw loop, server variants,
+peers) runs once in a shuffled order, so drift on a shared machine spreads over all arms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import machine, report
+from bench.loadgen import SLO, Client, RequestSpec, run_load
+from bench.models import DEMO, ROOT, ensure_models, session_variant
+from bench.prompts import PromptMaker
+from bench.raw import RawEngine, usable_cpus
+from bench.server import ServerProcess, cpu_seconds, server_settings_fields, start_all
+
+try:
+    from tqdm import tqdm
+except ImportError:
+    tqdm = None
+
+
+@dataclass
+class RunConfig:
+    smoke: bool = False
+    shape: str = "smollm2-135m"
+    prompt_tokens: int = 128
+    new_tokens: int = 64
+    reps: int = 6
+    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    rates: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0])
+    load_requests: int = 16  # per concurrency level / rate (at least 2x the concurrency)
+    histories: list[int] = field(default_factory=lambda: [512, 1024])
+    chat_reps: int = 3
+    turn_tokens: int = 32
+    reply_tokens: int = 16
+    strategies: list[str] = field(default_factory=lambda: ["generator", "engine"])
+    peers: bool = True
+    settings_sweep: bool = True
+    protocol: str = "auto"  # auto | seed | openai
+    slo_ttft: float = 1.0
+    slo_tpot: float = 0.1
+    seed: int = 0
+    out: Path = ROOT / "bench" / "results"
+
+    @classmethod
+    def smoke_config(cls, out: Path | None = None) -> RunConfig:
+        return cls(
+            smoke=True,
+            shape="demo",
+            prompt_tokens=32,
+            new_tokens=8,
+            reps=2,
+            concurrency=[1, 2],
+            rates=[4.0],
+            load_requests=4,
+            histories=[64],
+            chat_reps=1,
+            turn_tokens=8,
+            reply_tokens=4,
+            strategies=["generator"],
+            peers=False,
+            settings_sweep=False,
+            out=out or ROOT / "bench" / "results" / "smoke",
+        )
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    vals = [v for v in values if v == v]
+    if not vals:
+        return {"median": float("nan"), "min": float("nan"), "max": float("nan"), "n": 0}
+    return {
+        "median": statistics.median(vals),
+        "min": min(vals),
+        "max": max(vals),
+        "n": len(vals),
+    }
+
+
+class Bench:
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        self.results: dict[str, Any] = {"availability": {}}
+        self.servers: dict[str, ServerProcess] = {}
+        self.threads = usable_cpus()
+        self.loop = asyncio.new_event_loop()
+        self.http: Any = None
+
+    # ---- setup ---------------------------------------------------------------------------
+    def setup(self) -> None:
+        cfg = self.cfg
+        if cfg.smoke:
+            self.models = {"int4": DEMO}
+        else:
+            self.models = ensure_models(cfg.shape, log)
+        self.raw = RawEngine(self.models["int4"], threads=self.threads)
+        self.prompts = PromptMaker(self.raw.tokenizer)
+        self.messages, self.prompt_ids = self.prompts.chat(cfg.prompt_tokens, seed=10_000)
+        self.results["availability"]["eos_ids"] = sorted(
+            int(t) for t in self.raw.tokenizer.eos_token_ids
+        )
+        self._start_servers()
+
+    def _start_servers(self) -> None:
+        cfg, avail = self.cfg, self.results["availability"]
+        env_names = server_settings_fields()
+        model = str(self.models["int4"])
+        wanted: dict[str, dict[str, str]] = {"default": {"GENAI_MODEL_DIR": model}}
+        for strategy in cfg.strategies:
+            if "GENAI_SCHEDULER" in env_names:
+                wanted[f"scheduler={strategy}"] = {
+                    "GENAI_MODEL_DIR": model,
+                    "GENAI_SCHEDULER": strategy,
+                }
+            else:
+                avail[f"scheduler={strategy}"] = "not available: the server has no GENAI_SCHEDULER"
+        if "GENAI_CACHE_SEQUENCES" in env_names:
+            wanted["no-reuse"] = {"GENAI_MODEL_DIR": model, "GENAI_CACHE_SEQUENCES": "0"}
+        else:
+            avail["no-reuse"] = "not available: the server has no GENAI_CACHE_SEQUENCES"
+        if cfg.settings_sweep:
+            wanted["threads=1"] = {"GENAI_MODEL_DIR": model, "GENAI_INTRA_OP_THREADS": "1"}
+            spin0 = session_variant(
+                self.models["int4"], "spin0", {"session.intra_op.allow_spinning": "0"}
+            )
+            wanted["spinning=0"] = {"GENAI_MODEL_DIR": str(spin0)}
+            wanted["acc-level-default"] = {"GENAI_MODEL_DIR": str(self.models["int4-acc0"])}
+        log(f"starting {len(wanted)} server variants: {', '.join(wanted)}")
+        procs = [ServerProcess(name, env) for name, env in wanted.items()]
+        healthy = start_all(procs)
+        for p in procs:
+            if p in healthy:
+                self.servers[p.name] = p
+                avail[p.name] = "ok"
+            else:
+                avail[p.name] = f"not available: {p.error}"
+                log(f"server {p.name} not available: {p.error}")
+                p.stop()
+        routes = self.servers["default"].routes() if "default" in self.servers else set()
+        avail["routes"] = sorted(routes)
+        self.clients: dict[str, Client] = {}
+        for name, srv in self.servers.items():
+            self.clients[name] = self._client(srv.url, routes)
+        import httpx
+
+        self.http = self._arun(self._new_http(httpx))
+        avail["protocol"] = self.clients["default"].protocol if self.clients else None
+        avail["min_tokens"] = self.clients["default"].min_tokens if self.clients else False
+
+    @staticmethod
+    async def _new_http(httpx: Any) -> Any:
+        return httpx.AsyncClient(timeout=600)
+
+    def _client(self, url: str, routes: set[str]) -> Client:
+        proto = self.cfg.protocol
+        if proto == "auto":
+            proto = "openai" if "/v1/chat/completions" in routes else "seed"
+        client = Client(url, protocol=proto)
+        if proto == "openai":
+            asyncio.run(self._probe(client))
+        return client
+
+    async def _probe(self, client: Client) -> None:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=60) as http:
+            await client.probe(http)
+
+    def close(self) -> None:
+        if self.http is not None:
+            self._arun(self.http.aclose())
+        for srv in self.servers.values():
+            srv.stop()
+
+    # ---- helpers -------------------------------------------------------------------------
+    def _arun(self, coro: Any) -> Any:
+        """Run on one long-lived loop, so single-stream requests reuse one keep-alive connection."""
+        return self.loop.run_until_complete(coro)
+
+    def _server_once(self, name: str, stream: bool, protocol: str | None = None) -> dict[str, Any]:
+        client = self.clients[name]
+        if protocol is not None and protocol != client.protocol:
+            client = Client(client.url, protocol=protocol)
+        spec = RequestSpec(self.messages, self.cfg.new_tokens)
+        res = self._arun(client.request(self.http, spec, stream=stream))
+        if not res.ok:
+            raise RuntimeError(f"server {name}: {res.error}")
+        n = res.output_tokens
+        server = res.server or {}
+        return {
+            "ttft": res.ttft,
+            # a non-streaming client sees no first token: decode speed is the server's own
+            "decode_tps": (n - 1) / (res.e2e - res.ttft)
+            if stream and n > 1 and res.e2e > res.ttft
+            else float(server.get("tokens_per_second", float("nan"))),
+            "e2e": res.e2e,
+            "output_tokens": n,
+            "prompt_tokens": res.prompt_tokens,
+            "server_ttft": float(server.get("ttft", float("nan"))),
+            "server_decode_tps": float(server.get("tokens_per_second", float("nan"))),
+        }
+
+    def _rounds(
+        self, arms: dict[str, Callable[[], dict[str, Any]]], reps: int, desc: str
+    ) -> dict[str, Any]:
+        """Warm each arm once, then ``reps`` rounds, each running every arm in a new order."""
+        samples: dict[str, list[dict[str, Any]]] = {k: [] for k in arms}
+        errors: dict[str, str] = {}
+        for name, fn in arms.items():  # warm-up, not recorded
+            try:
+                fn()
+            except Exception as exc:
+                errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+        live = [k for k in arms if k not in errors]
+        total = reps * len(live)
+        bar = tqdm(total=total, desc=desc, leave=False) if tqdm else None
+        for _ in range(reps):
+            order = list(live)
+            self.rng.shuffle(order)
+            for name in order:
+                try:
+                    samples[name].append(arms[name]())
+                except Exception as exc:
+                    errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
+        out: dict[str, Any] = {}
+        for name, rows in samples.items():
+            if not rows:
+                out[name] = {"error": errors.get(name, "no samples")}
+                continue
+            keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float))]
+            out[name] = {k: _stats([float(r[k]) for r in rows]) for k in keys}
+            if name in errors:
+                out[name]["error"] = errors[name]
+        return out
+
+    # ---- sections ------------------------------------------------------------------------
+    def single_stream(self) -> None:
+        cfg = self.cfg
+        ids, n = self.prompt_ids, cfg.new_tokens
+        arms: dict[str, Callable[[], dict[str, Any]]] = {
+            f"raw (threads={self.threads})": lambda: self.raw.run(ids, n).as_dict(),
+        }
+        if "default" in self.clients:
+            arms["server stream"] = lambda: self._server_once("default", True)
+            arms["server non-stream"] = lambda: self._server_once("default", False)
+            if self.clients["default"].protocol == "openai":
+                arms["server stream (seed API)"] = lambda: self._server_once(
+                    "default", True, "seed"
+                )
+        if cfg.settings_sweep:
+            self._add_setting_arms(arms)
+        if cfg.peers:
+            self._add_peer_arms(arms)
+        log(f"single stream: {len(arms)} arms x {cfg.reps} rounds")
+        self.results["single_stream"] = self._rounds(arms, cfg.reps, "single stream")
+
+    def _add_setting_arms(self, arms: dict[str, Callable[[], dict[str, Any]]]) -> None:
+        ids, n = self.prompt_ids, self.cfg.new_tokens
+        variants = {
+            "raw threads=1": RawEngine(self.models["int4"], threads=1),
+            "raw spinning=0": RawEngine(self.models["int4"], spinning=False),
+            "raw spinning=1": RawEngine(self.models["int4"], spinning=True),
+            "raw int4 acc-level default": RawEngine(self.models["int4-acc0"]),
+            "raw fp32": RawEngine(self.models["fp32"]),
+        }
+        for name, eng in variants.items():
+            arms[name] = lambda e=eng: e.run(ids, n).as_dict()
+        for name in ("threads=1", "spinning=0", "acc-level-default"):
+            if name in self.clients:
+                arms[f"server stream {name}"] = lambda k=name: self._server_once(k, True)
+
+    def _add_peer_arms(self, arms: dict[str, Callable[[], dict[str, Any]]]) -> None:
+        from bench import peers
+
+        ids, n = self.prompt_ids, self.cfg.new_tokens
+        avail = self.results["availability"]
+        self.results["versions_peers"] = {}
+        try:
+            hf = peers.TransformersPeer(self.models["hf"], self.threads)
+            arms["transformers fp32"] = lambda: hf.run(ids, n).as_dict()
+            self.results["versions_peers"]["transformers"] = hf.version
+            avail["transformers"] = "ok"
+        except Exception as exc:
+            avail["transformers"] = f"not available: {type(exc).__name__}: {exc}"[:300]
+        why = peers.ensure_llama_cpp(log)
+        if why is None:
+            try:
+                gguf = peers.ensure_gguf(self.models["hf"], log)
+                lc = peers.LlamaCppPeer(gguf, self.threads)
+                arms["llama.cpp Q4_0"] = lambda: lc.run(ids, n).as_dict()
+                self.results["versions_peers"]["llama.cpp"] = lc.version
+                avail["llama.cpp"] = "ok"
+            except Exception as exc:
+                avail["llama.cpp"] = f"not available: {type(exc).__name__}: {exc}"[:300]
+        else:
+            avail["llama.cpp"] = f"not available: {why}"
+        log(f"peers: transformers {avail['transformers']}; llama.cpp {avail['llama.cpp']}")
+
+    def load(self) -> None:
+        """Fixed in-flight concurrency and Poisson arrivals, per scheduler strategy."""
+        cfg = self.cfg
+        names = [f"scheduler={s}" for s in cfg.strategies if f"scheduler={s}" in self.clients]
+        if not names and "default" in self.clients:
+            names = ["default"]
+        slo = SLO(cfg.slo_ttft, cfg.slo_tpot)
+        out: dict[str, Any] = {n: {"concurrency": [], "poisson": []} for n in names}
+        counter = iter(range(1_000_000))
+
+        def specs(k: int) -> list[RequestSpec]:
+            return [
+                RequestSpec(self.prompts.chat(cfg.prompt_tokens, 20_000 + next(counter))[0], n)
+                for _ in range(k)
+                for n in [cfg.new_tokens]
+            ]
+
+        plan = [("concurrency", c) for c in cfg.concurrency] + [("poisson", r) for r in cfg.rates]
+        log(f"load: {len(plan)} levels x {len(names)} strategies")
+        for kind, level in plan:
+            order = list(names)
+            self.rng.shuffle(order)
+            for name in order:
+                k = max(cfg.load_requests, 2 * int(level)) if kind == "concurrency" else None
+                batch = specs(k or cfg.load_requests)
+                srv = self.servers[name]
+                cpu0 = cpu_seconds(srv.proc.pid) if srv.proc else float("nan")
+                summary = asyncio.run(
+                    run_load(
+                        self.clients[name],
+                        batch,
+                        concurrency=int(level) if kind == "concurrency" else None,
+                        rate=float(level) if kind == "poisson" else None,
+                        seed=cfg.seed,
+                        slo=slo,
+                        desc=f"{name} {kind}={level}",
+                    )
+                )
+                if srv.proc:
+                    summary["server_cpu_s"] = cpu_seconds(srv.proc.pid) - cpu0
+                out[name][kind].append(summary)
+        self.results["load"] = out
+
+    def chat(self) -> None:
+        """TTFT of the next chat turn with and without prefix reuse, per history length."""
+        cfg = self.cfg
+        out: dict[str, Any] = {}
+        servers = [n for n in ("default", "no-reuse") if n in self.clients]
+        for hist in cfg.histories:
+            rows: dict[str, list[float]] = {"raw reuse": [], "raw full prefill": []}
+            rows.update({f"server {n}": [] for n in servers})
+            rows.update({f"server {n} turn 1": [] for n in servers})
+            for rep in range(cfg.chat_reps):
+                msgs, ids = self.prompts.chat(hist, seed=30_000 + 100 * hist + rep)
+                next_msgs, next_ids = self.prompts.chat(
+                    cfg.turn_tokens, seed=40_000 + rep, history=[]
+                )
+                reuse, full = self.raw.turn_ttft(ids, cfg.reply_tokens, next_ids)
+                rows["raw reuse"].append(reuse)
+                rows["raw full prefill"].append(full)
+                order = list(servers)
+                self.rng.shuffle(order)
+                for name in order:
+                    t1, t2 = self._conversation(name, msgs, next_msgs[-1]["content"])
+                    rows[f"server {name} turn 1"].append(t1)
+                    rows[f"server {name}"].append(t2)
+            out[str(hist)] = {k: _stats(v) for k, v in rows.items()}
+        self.results["chat"] = out
+
+    def _conversation(self, name: str, msgs: list[dict[str, str]], nxt: str) -> tuple[float, float]:
+        client = self.clients[name]
+        if client.protocol != "seed":
+            client = Client(client.url, protocol="seed")  # the seed API returns the reply text
+        import httpx
+
+        async def go() -> tuple[float, float]:
+            async with httpx.AsyncClient(timeout=600) as http:
+                r = await http.post(
+                    client.url + "/v1/chat",
+                    json={"messages": msgs, "max_tokens": self.cfg.reply_tokens, "temperature": 0},
+                )
+                r.raise_for_status()
+                first = r.json()
+                turn2 = msgs + [
+                    {"role": "assistant", "content": first["content"]},
+                    {"role": "user", "content": nxt},
+                ]
+                res = await client.request(
+                    http, RequestSpec(turn2, self.cfg.reply_tokens), stream=True
+                )
+                if not res.ok:
+                    raise RuntimeError(res.error)
+                return float(first["metrics"]["ttft"]), res.ttft
+
+        return asyncio.run(go())
+
+    # ---- the whole run -------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        self.results["meta"] = machine.describe()
+        self.results["config"] = {k: str(v) for k, v in asdict(self.cfg).items() if k != "out"}
+        self.setup()
+        try:
+            self.single_stream()
+            self.load()
+            self.chat()
+        finally:
+            self.close()
+        self.results["meta"]["duration_s"] = time.perf_counter() - t0
+        self.results["ratios"] = report.ratios(self.results)
+        return self.results
+
+
+def run(cfg: RunConfig) -> Path:
+    bench = Bench(cfg)
+    results = bench.run()
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    path = cfg.out / "results.json"
+    path.write_text(json.dumps(results, indent=2, default=str))
+    (cfg.out / "results.md").write_text(report.markdown(results))
+    plots = report.plots(results, cfg.out)
+    log(f"wrote {path}, results.md and {len(plots)} plots in {cfg.out}")
+    return path

@@ -1,0 +1,124 @@
+"""Start ``main_genai.py`` as a subprocess on a free port and stop it again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from bench.models import ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_settings_fields() -> set[str]:
+    """Environment names the server's Settings accept (unknown GENAI_* names are ignored)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from schemas.settings import Settings
+    finally:
+        sys.path.remove(str(ROOT))
+    names: set[str] = set()
+    for name, info in Settings.model_fields.items():
+        names.add(name.upper())
+        alias = info.validation_alias
+        for choice in getattr(alias, "choices", []) or []:
+            if isinstance(choice, str):
+                names.add(choice.upper())
+    return names
+
+
+@dataclass
+class ServerProcess:
+    name: str
+    env: dict[str, str]
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    log: IO[bytes] | None = None
+    error: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GENAI_")}
+        env.update(self.env, PORT=str(self.port), HOST="127.0.0.1", LOG_LEVEL="warning")
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "main_genai.py"], cwd=ROOT, env=env, stdout=self.log, stderr=self.log
+        )
+
+    def wait_ready(self, timeout: float = 180.0) -> bool:
+        """True once /healthz answers 200; False (with ``error`` set) if the server died."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.error = f"exited with {self.proc.returncode}: {self.output()[-400:]}"
+                return False
+            try:
+                r = httpx.get(self.url + "/healthz", timeout=2)
+                if r.status_code == 200:
+                    return True
+                if r.json().get("status") == "error":
+                    self.error = f"model failed to load: {self.output()[-400:]}"
+                    return False
+            except (httpx.HTTPError, ValueError):
+                pass
+            time.sleep(0.2)
+        self.error = "not healthy in time"
+        return False
+
+    def output(self) -> str:
+        if self.log is None:
+            return ""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def routes(self) -> set[str]:
+        try:
+            return set(httpx.get(self.url + "/openapi.json", timeout=5).json()["paths"])
+        except (httpx.HTTPError, ValueError, KeyError):
+            return set()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+def start_all(servers: list[ServerProcess]) -> list[ServerProcess]:
+    """Start every server at once (loading overlaps), return those that became healthy."""
+    for s in servers:
+        s.start()
+    return [s for s in servers if s.wait_ready()]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc), for server-side CPU accounting."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
