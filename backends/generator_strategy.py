@@ -38,6 +38,17 @@ class _Seq:
     counts: Counter[int] = field(default_factory=Counter)
 
 
+# Room left for a later turn in a reusable sequence. The KV cache is allocated for the whole
+# capacity when the Generator is made (measured: ~15 ms for 300 tokens, ~350 ms for 8192 on
+# a 135M model), so reusable sequences get this much headroom, not the whole context.
+REUSE_HEADROOM = 1024
+
+
+def reuse_capacity(needed: int, max_length: int) -> int:
+    rounded = -(-(needed + REUSE_HEADROOM) // 256) * 256
+    return min(max_length, rounded)
+
+
 def reuse_key(params: GenerationParams) -> Hashable | None:
     """Search options are fixed when a Generator is made: reuse only an identical setup."""
     if params.seed is not None or params.guidance is not None:
@@ -85,8 +96,7 @@ class GeneratorStrategy:
                 kv_len=n,
             )
         else:
-            # A reusable sequence gets the whole context, so a later turn still fits.
-            capacity = self.model.max_length if key is not None else needed
+            capacity = reuse_capacity(needed, self.model.max_length) if key is not None else needed
             gen = self._new_generator(p, capacity)
             seq = _Seq(
                 job, gen, self.model.tokenizer.create_stream(), list(job.prompt_ids), capacity, key

@@ -57,14 +57,23 @@ class PrefixCache(Generic[S]):
 
     def take(self, key: Hashable, prompt: Sequence[int], needed: int) -> tuple[Held[S], int] | None:
         """The held state sharing the longest prefix with ``prompt`` (at least one prompt token
-        is left to feed, so the engine computes fresh logits), if it fits ``needed`` tokens."""
+        is left to feed, so the engine computes fresh logits), if it fits ``needed`` tokens.
+
+        With no useful match and the cache full, the least recently used compatible state is
+        handed out for recycling (shared prefix 0): it would be evicted by the next ``put``
+        anyway, and reusing it saves allocating a new KV cache."""
         best: tuple[int, int] | None = None
+        oldest: int | None = None
         for item_id, held in self._items.items():
             if held.key != key or held.capacity < needed:
                 continue
+            if oldest is None:
+                oldest = item_id
             n = min(common_prefix(held.tokens, prompt), len(prompt) - 1)
             if n >= self.min_match and (best is None or n > best[1]):
                 best = (item_id, n)
+        if best is None and oldest is not None and len(self._items) >= self.size:
+            best = (oldest, 0)
         if best is None:
             return None
         return self._items.pop(best[0]), best[1]

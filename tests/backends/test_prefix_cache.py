@@ -53,3 +53,21 @@ def test_size_zero_disables() -> None:
     cache: PrefixCache[str] = PrefixCache(0, on_evict=evicted.append)
     cache.put(held([1, 2]))
     assert len(cache) == 0 and evicted == ["s"]
+
+
+def test_full_cache_recycles_the_oldest_compatible_state() -> None:
+    cache: PrefixCache[str] = PrefixCache(2, min_match=1)
+    cache.put(held([1, 2], state="old"))
+    assert cache.take("k", [9, 9, 9], needed=5) is None  # not full: allocate instead
+    cache.put(held([3, 4], state="new"))
+    got = cache.take("k", [9, 9, 9], needed=5)
+    assert got is not None and got[0].state == "old" and got[1] == 0
+    assert cache.take("other", [9, 9], needed=5) is None
+
+
+def test_reuse_capacity() -> None:
+    from backends.generator_strategy import reuse_capacity
+
+    assert reuse_capacity(100, 8192) == 1280
+    assert reuse_capacity(7500, 8192) == 8192
+    assert reuse_capacity(100, 512) == 512

@@ -222,3 +222,13 @@ def test_engine_refuses_what_it_cannot_honour() -> None:
 
     messages = run(config(scheduler="engine"), body)
     assert all("not supported by the 'engine' scheduler" in m for m in messages)
+
+
+def test_recycled_generator_gives_the_same_output_as_a_fresh_one() -> None:
+    async def body(service: InferenceService) -> list[Completion]:
+        return [await chat(service, user(text), max_tokens=10) for text in ("a b c", "x y z w")]
+
+    warm = run(config(cache_sequences=1), body)  # the 2nd prompt recycles the 1st's generator
+    cold = run(config(cache_sequences=0), body)
+    assert [c.text for c in warm] == [c.text for c in cold]
+    assert warm[1].finish.usage.cached_tokens == 0
