@@ -226,7 +226,12 @@ def test_engine_refuses_what_it_cannot_honour() -> None:
 
 def test_recycled_generator_gives_the_same_output_as_a_fresh_one() -> None:
     async def body(service: InferenceService) -> list[Completion]:
-        return [await chat(service, user(text), max_tokens=10) for text in ("a b c", "x y z w")]
+        out = []
+        for text in ("alpha beta gamma", "7 + 8 = 15 and more"):  # no shared first token
+            prompt = await service.prepare_text(text)
+            params = service.plan(prompt, max_tokens=10)
+            out.append(await service.complete(service.generate(prompt, params, RequestTimer())))
+        return out
 
     warm = run(config(cache_sequences=1), body)  # the 2nd prompt recycles the 1st's generator
     cold = run(config(cache_sequences=0), body)
