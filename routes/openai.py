@@ -11,14 +11,16 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from sse_starlette import EventSourceResponse
 
 from backends.errors import GenAIError
 from routes import openai_serving as serving
-from routes.deps import ServiceDep
+from routes.cancellation import unless_disconnected
+from routes.deps import ServiceDep, SettingsDep
+from routes.middleware import request_id
 from schemas.errors import ErrorResponse, error_body
 from schemas.openai import (
     ChatCompletion,
@@ -34,14 +36,14 @@ log = logging.getLogger("genai.openai")
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
-SSE_PING_SECONDS = 15
-
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "Invalid request, or context length exceeded"},
     401: {"model": ErrorResponse, "description": "Missing or invalid API key (if one is set)"},
     404: {"model": ErrorResponse, "description": "Unknown model"},
+    429: {"model": ErrorResponse, "description": "At capacity; retry after `Retry-After`"},
     500: {"model": ErrorResponse, "description": "Generation failed"},
-    503: {"model": ErrorResponse, "description": "The model is not ready"},
+    503: {"model": ErrorResponse, "description": "The model is not ready, or shutting down"},
+    504: {"model": ErrorResponse, "description": "GENAI_REQUEST_TIMEOUT exceeded"},
 }
 
 
@@ -79,14 +81,13 @@ async def sse_events(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[dict[str
     summary="Chat completion (OpenAI)",
 )
 async def chat_completions(
-    body: ChatCompletionRequest, service: ServiceDep
+    body: ChatCompletionRequest, service: ServiceDep, settings: SettingsDep, request: Request
 ) -> ChatCompletion | EventSourceResponse:
-    run = await serving.start_chat(service, body)
+    run = await serving.start_chat(service, body, request_id(request))
     if body.stream:
-        return EventSourceResponse(
-            sse_events(serving.chat_chunks(service, run)), ping=SSE_PING_SECONDS
-        )
-    return await serving.chat_response(service, run)
+        chunks = serving.chat_chunks(service, run)
+        return EventSourceResponse(sse_events(chunks), ping=settings.sse_ping)
+    return await unless_disconnected(request, serving.chat_response(service, run))
 
 
 @router.post(
@@ -96,14 +97,13 @@ async def chat_completions(
     summary="Text completion (OpenAI)",
 )
 async def completions(
-    body: CompletionRequest, service: ServiceDep
+    body: CompletionRequest, service: ServiceDep, settings: SettingsDep, request: Request
 ) -> Completion | EventSourceResponse:
-    run = await serving.start_completion(service, body)
+    run = await serving.start_completion(service, body, request_id(request))
     if body.stream:
-        return EventSourceResponse(
-            sse_events(serving.completion_chunks(service, run)), ping=SSE_PING_SECONDS
-        )
-    return await serving.completion_response(service, run)
+        chunks = serving.completion_chunks(service, run)
+        return EventSourceResponse(sse_events(chunks), ping=settings.sse_ping)
+    return await unless_disconnected(request, serving.completion_response(service, run))
 
 
 @router.get("/models", response_model=ModelList, responses={401: ERRORS[401]})

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.errors import GenerationFailed
+from backends.errors import GenerationFailed, RequestTimedOut
 from backends.service import Generation, InferenceService
 from backends.stops import StopMatcher
 from backends.types import FinishEvent, GuidanceKind, PreparedPrompt, TokenEvent
@@ -76,9 +76,9 @@ def sampling_fields(
 
 
 def openai_finish_reason(reason: str) -> FinishReason:
-    # "timeout" ran out of budget like "length"; "cancelled" only reaches a client that has
-    # already gone, or is a stop string this module matched.
-    return "length" if reason in ("length", "timeout") else "stop"
+    # "cancelled" only reaches a client that has already gone, or is a stop string matched
+    # here; "error" and "timeout" are raised as errors before this is asked.
+    return "length" if reason == "length" else "stop"
 
 
 # ---- a running request -----------------------------------------------------------------------
@@ -107,15 +107,19 @@ class Run:
             choice.gen.cancel()
 
 
-async def start_chat(service: InferenceService, body: ChatCompletionRequest) -> Run:
+async def start_chat(
+    service: InferenceService, body: ChatCompletionRequest, request_id: str | None = None
+) -> Run:
     timer = RequestTimer()  # "accepted": the body parsed and validated
     service.check_model_name(body.model)
+    service.check_admission(body.n)  # refuse early, before tokenizing, when full or draining
     prompt = await service.prepare_chat([m.as_template_message() for m in body.messages])
     return _submit(
         service,
         body,
         [prompt],
         timer,
+        request_id=request_id,
         prefix="chatcmpl",
         max_tokens=body.token_limit,
         logprobs=body.logprobs,
@@ -124,15 +128,19 @@ async def start_chat(service: InferenceService, body: ChatCompletionRequest) -> 
     )
 
 
-async def start_completion(service: InferenceService, body: CompletionRequest) -> Run:
+async def start_completion(
+    service: InferenceService, body: CompletionRequest, request_id: str | None = None
+) -> Run:
     timer = RequestTimer()
     service.check_model_name(body.model)
+    service.check_admission(body.n * len(body.prompts))
     prompts = [await service.prepare_text(text) for text in body.prompts]
     return _submit(
         service,
         body,
         prompts,
         timer,
+        request_id=request_id,
         prefix="cmpl",
         max_tokens=body.max_tokens,
         logprobs=body.logprobs is not None,
@@ -147,6 +155,7 @@ def _submit(
     prompts: list[PreparedPrompt],
     timer: RequestTimer,
     *,
+    request_id: str | None,
     prefix: str,
     max_tokens: int | None,
     logprobs: bool,
@@ -170,15 +179,21 @@ def _submit(
         for p_index, prompt in enumerate(prompts)
         for i in range(body.n)
     ]
-    choices = [
-        Choice(
-            index=p_index * body.n + i,
-            prompt_index=p_index,
-            gen=service.generate(prompt, params, timer),  # one timer: metrics span all choices
-            stops=body.stop_list,
-        )
-        for p_index, i, prompt, params in planned
-    ]
+    service.check_admission(len(planned))
+    choices: list[Choice] = []
+    try:
+        for p_index, i, prompt, params in planned:
+            index = p_index * body.n + i
+            job_id = (
+                request_id if request_id is None or len(planned) == 1 else f"{request_id}.{index}"
+            )
+            # One timer for all choices: the metrics span the whole request.
+            gen = service.generate(prompt, params, timer, request_id=job_id)
+            choices.append(Choice(index, p_index, gen, body.stop_list))
+    except BaseException:
+        for choice in choices:
+            choice.gen.cancel()
+        raise
     return Run(
         id=f"{prefix}-{uuid.uuid4().hex}",
         model=service.config.model_name,
@@ -241,6 +256,12 @@ def _finished(gen: Generation) -> FinishEvent:
     assert gen.finish is not None
     if gen.finish.reason == "error":
         raise GenerationFailed(f"Generation failed: {gen.finish.error}")
+    if gen.finish.reason == "timeout":
+        # As in /v1/chat: an error, rather than a silently cut answer.
+        raise RequestTimedOut(
+            f"The request exceeded GENAI_REQUEST_TIMEOUT after "
+            f"{gen.finish.usage.completion_tokens} tokens."
+        )
     return gen.finish
 
 
