@@ -1,0 +1,51 @@
+"""POST /generate: the seed's raw completion, through the real app and the demo model."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.conftest import DirectGenerator
+
+PROMPT = "Once upon a time"
+
+
+def test_generate_continues_the_raw_prompt(client: TestClient, oracle: DirectGenerator) -> None:
+    expected, tokens = oracle.greedy(PROMPT, 12)
+    resp = client.post("/generate", json={"prompt": PROMPT, "max_new_tokens": 12, "temperature": 0})
+    assert resp.status_code == 200
+    assert resp.json() == {
+        "generated_text": expected,
+        "tokens_generated": len(tokens),
+        "finish_reason": "length",
+    }
+
+
+def test_generate_defaults_and_sampling(client: TestClient) -> None:
+    resp = client.post("/generate", json={"prompt": PROMPT, "max_new_tokens": 4})
+    assert resp.status_code == 200
+    body = resp.json()
+    assert 1 <= body["tokens_generated"] <= 4
+    assert body["finish_reason"] in ("stop", "length")
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({}, "prompt"),
+        ({"prompt": ""}, "prompt"),
+        ({"prompt": PROMPT, "max_new_tokens": 0}, "max_new_tokens"),
+        ({"prompt": PROMPT, "temperature": -1}, "temperature"),
+        ({"prompt": PROMPT, "top_p": 0.5}, "top_p"),
+    ],
+)
+def test_generate_bad_input_is_a_400(client: TestClient, body, param) -> None:
+    resp = client.post("/generate", json=body)
+    assert resp.status_code == 400
+    assert resp.json()["error"]["param"] == param
+
+
+def test_generate_context_overflow_is_a_400(client: TestClient) -> None:
+    resp = client.post("/generate", json={"prompt": PROMPT, "max_new_tokens": 5000})
+    assert resp.status_code == 400
+    assert resp.json()["error"]["code"] == "context_length_exceeded"

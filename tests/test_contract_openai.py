@@ -1,0 +1,183 @@
+"""Contract: the official ``openai`` client against a live server process (main_genai.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import openai
+import pytest
+from openai import OpenAI
+from openai.types.chat import ChatCompletionMessageParam
+
+from tests.live_server import live_server
+
+KEY = "contract-test-key"
+MODEL = "onnx-genai"
+MESSAGES: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "Name three rivers and a mountain."}
+]
+PROMPT = "Once upon a time"
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with live_server(GENAI_API_KEY=KEY) as base:
+        yield f"{base}/v1"
+
+
+@pytest.fixture(scope="module")
+def api(base_url: str) -> OpenAI:
+    return OpenAI(base_url=base_url, api_key=KEY, max_retries=0, timeout=60)
+
+
+def test_models(api: OpenAI) -> None:
+    [model] = api.models.list().data
+    assert model.id == MODEL
+    assert api.models.retrieve(MODEL).id == MODEL
+    with pytest.raises(openai.NotFoundError):
+        api.models.retrieve("gpt-9")
+
+
+def test_chat_completion_and_its_stream_agree(api: OpenAI) -> None:
+    done = api.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        temperature=0,
+        max_tokens=16,
+    )
+    assert done.object == "chat.completion"
+    assert done.choices[0].finish_reason == "length"
+    assert done.usage is not None and done.usage.completion_tokens == 16
+    assert done.model_extra is not None and done.model_extra["metrics"]["output_tokens"] == 16
+    text = done.choices[0].message.content
+    assert text
+
+    chunks = list(
+        api.chat.completions.create(
+            model=MODEL,
+            messages=MESSAGES,
+            temperature=0,
+            max_tokens=16,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text
+    usage_chunk = chunks[-1]
+    assert usage_chunk.choices == [] and usage_chunk.usage is not None
+    assert usage_chunk.usage.completion_tokens == 16
+    assert usage_chunk.usage.prompt_tokens_details is not None
+    assert usage_chunk.model_extra is not None and usage_chunk.model_extra["metrics"]
+    assert chunks[-2].choices[0].finish_reason == "length"
+
+
+def test_completion_and_its_stream_agree(api: OpenAI) -> None:
+    done = api.completions.create(model=MODEL, prompt=PROMPT, temperature=0, max_tokens=12)
+    assert done.object == "text_completion"
+    text = done.choices[0].text
+    assert text
+    streamed = "".join(
+        c.choices[0].text
+        for c in api.completions.create(
+            model=MODEL, prompt=PROMPT, temperature=0, max_tokens=12, stream=True
+        )
+        if c.choices
+    )
+    assert streamed == text
+
+
+def test_stop_is_cut_and_reported(api: OpenAI) -> None:
+    full = api.completions.create(model=MODEL, prompt=PROMPT, temperature=0, max_tokens=20)
+    text = full.choices[0].text
+    stop = text[5:8]
+    cut = api.completions.create(
+        model=MODEL, prompt=PROMPT, temperature=0, max_tokens=20, stop=[stop]
+    )
+    assert cut.choices[0].text == text[: text.find(stop)]
+    assert cut.choices[0].finish_reason == "stop"
+
+
+def test_seed_reproducibility_and_n(api: OpenAI) -> None:
+    def sample(seed: int, n: int = 1) -> list[str]:
+        resp = api.chat.completions.create(
+            model=MODEL, messages=MESSAGES, temperature=1.0, max_tokens=10, seed=seed, n=n
+        )
+        return [c.message.content or "" for c in resp.choices]
+
+    assert sample(seed=5) == sample(seed=5)
+    three = sample(seed=5, n=3)
+    assert len(three) == 3
+    assert three[0] == sample(seed=5)[0] and three[2] == sample(seed=7)[0]
+
+
+def test_logprobs(api: OpenAI) -> None:
+    resp = api.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        temperature=0,
+        max_tokens=5,
+        logprobs=True,
+        top_logprobs=2,
+    )
+    logprobs = resp.choices[0].logprobs
+    assert logprobs is not None and logprobs.content is not None
+    assert len(logprobs.content) == 5
+    for entry in logprobs.content:
+        assert entry.logprob <= 0 and len(entry.top_logprobs) == 2
+        assert entry.top_logprobs[0].token == entry.token
+    comp = api.completions.create(
+        model=MODEL, prompt=PROMPT, temperature=0, max_tokens=4, logprobs=1
+    )
+    assert comp.choices[0].logprobs is not None
+    assert len(comp.choices[0].logprobs.tokens or []) == 4
+
+
+def test_json_schema_response_format(api: OpenAI) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"colour": {"type": "string", "enum": ["red", "green", "blue"]}},
+        "required": ["colour"],
+        "additionalProperties": False,
+    }
+    for seed in (1, 2, 3):
+        resp = api.chat.completions.create(
+            model=MODEL,
+            messages=MESSAGES,
+            max_tokens=40,
+            seed=seed,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "colour", "schema": schema, "strict": True},
+            },
+        )
+        value = json.loads(resp.choices[0].message.content or "")
+        assert value.keys() == {"colour"} and value["colour"] in ("red", "green", "blue")
+
+
+def test_errors_map_to_client_exceptions(api: OpenAI, base_url: str) -> None:
+    with pytest.raises(openai.BadRequestError) as bad:
+        api.chat.completions.create(
+            model=MODEL,
+            messages=MESSAGES,
+            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        )
+    assert "not supported" in str(bad.value)
+    with pytest.raises(openai.BadRequestError, match="context"):
+        api.completions.create(model=MODEL, prompt=PROMPT, max_tokens=5000)
+    with pytest.raises(openai.NotFoundError):
+        api.chat.completions.create(model="gpt-9", messages=MESSAGES)
+    wrong = OpenAI(base_url=base_url, api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        wrong.models.list()
+
+
+def test_extension_parameters_through_extra_body(api: OpenAI) -> None:
+    resp = api.completions.create(
+        model=MODEL,
+        prompt=PROMPT,
+        temperature=0,
+        max_tokens=8,
+        extra_body={"min_tokens": 8, "top_k": 5, "repetition_penalty": 1.1},
+    )
+    assert resp.usage is not None and resp.usage.completion_tokens == 8
