@@ -10,7 +10,6 @@ from routes.cancellation import unless_disconnected
 from routes.deps import ServiceDep
 from routes.middleware import request_id
 from routes.openai import ERRORS
-from routes.openai_serving import openai_finish_reason
 from schemas.generate import GenerateRequest, GenerateResponse
 
 router = APIRouter(tags=["generate"])
@@ -34,5 +33,5 @@ async def generate(
     return GenerateResponse(
         generated_text=result.text,
         tokens_generated=result.finish.usage.completion_tokens,
-        finish_reason=openai_finish_reason(result.finish.reason),
+        finish_reason="length" if result.finish.reason == "length" else "stop",
     )

@@ -125,8 +125,9 @@ def document_stream_chunks(app: FastAPI) -> Callable[[], dict[str, Any]]:
         if app.openapi_schema is not None:
             return app.openapi_schema
         schema = original()
+        # Validation mode: ChatDelta's serializer (which drops unset fields) has no schema.
         _, defs = models_json_schema(
-            [(ChatCompletionChunk, "serialization"), (Completion, "serialization")],
+            [(ChatCompletionChunk, "validation"), (Completion, "validation")],
             ref_template="#/components/schemas/{model}",
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})

@@ -376,7 +376,8 @@ class AssistantMessage(BaseModel):
     refusal: str | None = None
 
 
-FinishReason = Literal["stop", "length"]
+# "timeout" (extension): GENAI_REQUEST_TIMEOUT cut the choice; its text so far is returned.
+FinishReason = Literal["stop", "length", "timeout"]
 
 METRICS_DESCRIPTION = (
     "Extension: the server's timing for the whole request (all choices), as in /v1/chat. "

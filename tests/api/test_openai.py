@@ -646,6 +646,7 @@ def test_openapi_documents_the_openai_routes(client: TestClient) -> None:
             for v in node:
                 walk(v)
 
+    assert set(components["ChatDelta"]["properties"]) == {"role", "content"}
     walk(schema)
     assert refs <= set(components), f"dangling references: {refs - set(components)}"
     assert paths["/v1/models"]["get"] and paths["/v1/models/{model_id}"]["get"]
