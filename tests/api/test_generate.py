@@ -25,8 +25,10 @@ def test_generate_defaults_and_sampling(client: TestClient) -> None:
     resp = client.post("/generate", json={"prompt": PROMPT, "max_new_tokens": 4})
     assert resp.status_code == 200
     body = resp.json()
-    assert 1 <= body["tokens_generated"] <= 4
-    assert body["finish_reason"] in ("stop", "length")
+    assert body["tokens_generated"] <= 4
+    # Sampling (default temperature 0.7) may end at EOS; the reason must say which happened.
+    expected = "length" if body["tokens_generated"] == 4 else "stop"
+    assert body["finish_reason"] == expected
 
 
 @pytest.mark.parametrize(

@@ -5,14 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
 from fastapi.testclient import TestClient
 
-from backends.errors import GenerationFailed
+from app_onnx_genai import create_app, service_config
+from backends.errors import GenerationFailed, StartupError
+from backends.runtime import LoadedModel, RuntimeConfig
+from backends.scheduler import Scheduler
+from backends.service import InferenceService
 from routes.openai import sse_events
 from schemas.openai import ModelList
+from schemas.settings import DEMO_MODEL_DIR, Settings
 from tests.conftest import DirectGenerator, make_client, parse_sse, wait_ready
 
 MESSAGES = [
@@ -183,6 +189,19 @@ def test_completion_stream_joins_to_the_same_text(client: TestClient) -> None:
     assert "".join(c["choices"][0]["text"] for c in chunks) == whole
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
     assert set(chunks[-1]["metrics"]) == METRIC_KEYS
+
+
+def test_completion_stream_include_usage(client: TestClient) -> None:
+    req = {
+        "prompt": PROMPT,
+        "temperature": 0,
+        "max_tokens": 5,
+        "stream_options": {"include_usage": True},
+    }
+    *rest, last = stream(client, "/v1/completions", req)
+    assert last["choices"] == [] and last["usage"]["completion_tokens"] == 5
+    assert last["metrics"]["output_tokens"] == 5
+    assert rest[-1]["choices"][0]["finish_reason"] == "length" and rest[-1]["metrics"] is None
 
 
 def test_completion_prompt_list_gives_n_choices_per_prompt(client: TestClient) -> None:
@@ -527,6 +546,31 @@ def test_context_overflow_is_a_400_with_counts(client: TestClient, stream_) -> N
     assert "5000" in err["message"]
 
 
+def test_requests_while_loading_are_503() -> None:
+    release = threading.Event()
+
+    def slow_loader(cfg: RuntimeConfig) -> LoadedModel:
+        release.wait(30)
+        raise StartupError("stopped by the test")
+
+    settings = Settings(model_dir=DEMO_MODEL_DIR)
+    config = service_config(settings)
+    service = InferenceService(config, Scheduler(config.runtime, loader=slow_loader))
+    with TestClient(create_app(settings, service)) as c:
+        try:
+            for path, body in (
+                ("/v1/chat/completions", {"messages": MESSAGES}),
+                ("/v1/completions", {"prompt": PROMPT, "stream": True}),
+                ("/generate", {"prompt": PROMPT}),
+            ):
+                err = assert_error(c.post(path, json=body), 503)
+                assert err["code"] == "model_not_ready"
+            card = c.get("/v1/models").json()["data"][0]
+            assert card["id"] == "onnx-genai" and card["max_model_len"] is None
+        finally:
+            release.set()
+
+
 # ---- errors after a stream started -------------------------------------------------------------
 def test_a_failure_mid_stream_is_an_in_band_error_event() -> None:
     async def chunks() -> AsyncIterator[ModelList]:
@@ -559,6 +603,7 @@ def keyed_client():
         ("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 2}),
         ("POST", "/v1/chat", {"messages": MESSAGES, "max_tokens": 2}),
         ("POST", "/generate", {"prompt": PROMPT, "max_new_tokens": 2}),
+        ("GET", "/metrics", None),
     ],
 )
 def test_every_api_route_needs_a_key_when_one_is_set(
@@ -576,8 +621,10 @@ def test_every_api_route_needs_a_key_when_one_is_set(
         assert resp.status_code == 200, resp.text
 
 
-def test_healthz_and_docs_stay_open(keyed_client: TestClient) -> None:
+def test_probes_and_docs_stay_open(keyed_client: TestClient) -> None:
     assert keyed_client.get("/healthz").status_code == 200
+    assert keyed_client.get("/readyz").status_code == 200
+    assert keyed_client.get("/docs").status_code == 200
     schema = keyed_client.get("/openapi.json").json()
     assert schema["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
     chat_op = schema["paths"]["/v1/chat/completions"]["post"]
