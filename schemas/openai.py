@@ -189,7 +189,7 @@ class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"] = Field(
         description="`developer` is treated as `system`."
     )
-    content: str | list[Annotated[TextPart, Field()]] = Field(
+    content: str | list[TextPart] = Field(
         description="A string, or a list of text parts (joined with newlines)."
     )
 
@@ -471,6 +471,3 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
-
-
-STREAM_CHUNK_MODELS: tuple[type[BaseModel], ...] = (ChatCompletionChunk, Completion)
