@@ -16,8 +16,10 @@ from backends.errors import GenerationFailed, StartupError
 from backends.runtime import LoadedModel, RuntimeConfig
 from backends.scheduler import Scheduler
 from backends.service import InferenceService
+from backends.types import GenerationParams
 from routes.openai import sse_events
-from schemas.openai import ModelList
+from routes.openai_serving import sampling_fields
+from schemas.openai import SEED_MAX, ChatCompletionRequest, ModelList
 from schemas.settings import DEMO_MODEL_DIR, Settings
 from tests.conftest import DirectGenerator, make_client, parse_sse, wait_ready
 
@@ -697,3 +699,48 @@ def test_openapi_documents_the_openai_routes(client: TestClient) -> None:
     walk(schema)
     assert refs <= set(components), f"dangling references: {refs - set(components)}"
     assert paths["/v1/models"]["get"] and paths["/v1/models/{model_id}"]["get"]
+
+
+# ---- the pure request → parameters mapping -----------------------------------------------------
+def test_sampling_fields_map_every_parameter_and_offset_the_seed() -> None:
+    body = ChatCompletionRequest.model_validate(
+        {
+            "messages": MESSAGES,
+            "temperature": 0.5,
+            "top_p": 0.9,
+            "top_k": 7,
+            "seed": SEED_MAX,
+            "min_tokens": 3,
+            "repetition_penalty": 1.2,
+            "presence_penalty": 0.5,
+            "frequency_penalty": -0.5,
+            "logit_bias": {"12": -100, "7": 2.5},
+        }
+    )
+    fields = sampling_fields(body, 2, logprobs=True, top_logprobs=4, guidance=None)
+    params = GenerationParams(max_new_tokens=8, **fields)  # every key is a GenerationParams field
+    assert params.seed == 1  # SEED_MAX + 2 wraps into the engine's 32-bit range
+    assert params.logit_bias == {12: -100.0, 7: 2.5}
+    assert (params.temperature, params.top_p, params.top_k) == (0.5, 0.9, 7)
+    assert (params.min_new_tokens, params.repetition_penalty) == (3, 1.2)
+    assert (params.presence_penalty, params.frequency_penalty) == (0.5, -0.5)
+    assert (params.logprobs, params.top_logprobs) == (True, 4)
+    unseeded = ChatCompletionRequest.model_validate({"messages": MESSAGES})
+    assert (
+        sampling_fields(unseeded, 3, logprobs=False, top_logprobs=0, guidance=None)["seed"] is None
+    )
+
+
+def test_response_format_becomes_compact_json_guidance() -> None:
+    def guidance(fmt: dict) -> tuple[str, str] | None:
+        body = ChatCompletionRequest.model_validate({"messages": MESSAGES, "response_format": fmt})
+        return body.guidance()
+
+    assert guidance({"type": "text"}) is None
+    kind, schema = guidance({"type": "json_object"}) or ("", "")
+    assert kind == "json_schema"
+    assert json.loads(schema) == {"type": "object", "x-guidance": {"whitespace_flexible": False}}
+    spec = {"name": "a", "schema": {**BOOL_SCHEMA, "x-guidance": {"whitespace_flexible": True}}}
+    _, schema = guidance({"type": "json_schema", "json_schema": spec}) or ("", "")
+    assert json.loads(schema)["x-guidance"] == {"whitespace_flexible": True}  # the client's wins
+    assert json.loads(schema)["properties"] == BOOL_SCHEMA["properties"]
