@@ -13,8 +13,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from backends.runtime import RuntimeConfig
-from backends.service import InferenceService, ServiceConfig
+from backends.service import InferenceService
 from metrics.prometheus import ServerMetrics
 from routes import generate, openai, ops, seed
 from routes.auth import install_auth_and_cors
@@ -23,25 +22,6 @@ from routes.middleware import RequestIdMiddleware
 from schemas.settings import Settings
 
 log = logging.getLogger("genai.app")
-
-
-def service_config(settings: Settings) -> ServiceConfig:
-    return ServiceConfig(
-        runtime=RuntimeConfig(
-            model_dir=settings.model_dir,
-            device=settings.device,
-            intra_op_threads=settings.threads,
-            max_length=settings.max_length,
-        ),
-        model_name=settings.model_name,
-        default_max_tokens=settings.default_max_tokens,
-        prefill_chunk=settings.prefill_chunk,
-        scheduler=settings.scheduler,
-        max_concurrency=settings.max_concurrency,
-        max_queue=settings.max_queue,
-        cache_sequences=settings.cache_sequences,
-        request_timeout=settings.request_timeout,
-    )
 
 
 @asynccontextmanager
@@ -76,7 +56,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.service = service or InferenceService(service_config(settings))
+    app.state.service = service or InferenceService(settings.service_config())
     app.state.metrics = ServerMetrics(
         running=lambda: app.state.service.scheduler.active_count,
         waiting=lambda: app.state.service.scheduler.waiting_count,

@@ -46,8 +46,7 @@ class OnnxTextGenerator:
         load_timeout: float = 300.0,
         **settings: Any,
     ) -> None:
-        # The server's own mapping from settings to the service config (one source of truth).
-        from app_onnx_genai import service_config
+        # The server's own settings and mapping to the service config (one source of truth).
         from schemas.settings import Settings
 
         if model_dir is not None:
@@ -59,7 +58,7 @@ class OnnxTextGenerator:
         )
         self._thread.start()
         self._closed = False
-        config = service_config(self.settings)
+        config = self.settings.service_config()
         self.service = InferenceService(config)
         try:
             self._call(self.service.start(), timeout=load_timeout)

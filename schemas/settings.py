@@ -9,6 +9,9 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from backends.runtime import RuntimeConfig
+from backends.service import ServiceConfig
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_MODEL_DIR = REPO_ROOT / "models" / "demo-llama"
 
@@ -103,6 +106,25 @@ class Settings(BaseSettings):
         if self.reload:
             self.workers = 1
         return self
+
+    def service_config(self) -> ServiceConfig:
+        """What the inference service needs, as a plain (FastAPI-free) config."""
+        return ServiceConfig(
+            runtime=RuntimeConfig(
+                model_dir=self.model_dir,
+                device=self.device,
+                intra_op_threads=self.threads,
+                max_length=self.max_length,
+            ),
+            model_name=self.model_name,
+            default_max_tokens=self.default_max_tokens,
+            prefill_chunk=self.prefill_chunk,
+            scheduler=self.scheduler,
+            max_concurrency=self.max_concurrency,
+            max_queue=self.max_queue,
+            cache_sequences=self.cache_sequences,
+            request_timeout=self.request_timeout,
+        )
 
     @property
     def threads(self) -> int:

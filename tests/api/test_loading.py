@@ -6,7 +6,7 @@ import threading
 
 from fastapi.testclient import TestClient
 
-from app_onnx_genai import create_app, service_config
+from app_onnx_genai import create_app
 from backends.errors import StartupError
 from backends.runtime import LoadedModel, RuntimeConfig
 from backends.scheduler import Scheduler
@@ -18,7 +18,7 @@ BODY = {"messages": [{"role": "user", "content": "hi"}]}
 
 def app_with_loader(loader) -> TestClient:
     settings = Settings(model_dir=DEMO_MODEL_DIR)
-    config = service_config(settings)
+    config = settings.service_config()
     service = InferenceService(config, Scheduler(config.runtime, loader=loader))
     return TestClient(create_app(settings, service))
 

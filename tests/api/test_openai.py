@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 from fastapi.testclient import TestClient
 
-from app_onnx_genai import create_app, service_config
+from app_onnx_genai import create_app
 from backends.errors import GenerationFailed, StartupError
 from backends.runtime import LoadedModel, RuntimeConfig
 from backends.scheduler import Scheduler
@@ -556,7 +556,7 @@ def test_requests_while_loading_are_503() -> None:
         raise StartupError("stopped by the test")
 
     settings = Settings(model_dir=DEMO_MODEL_DIR)
-    config = service_config(settings)
+    config = settings.service_config()
     service = InferenceService(config, Scheduler(config.runtime, loader=slow_loader))
     with TestClient(create_app(settings, service)) as c:
         try:
