@@ -18,6 +18,19 @@ if str(ROOT) not in sys.path:
 from app_onnx_genai import create_app  # noqa: E402
 from schemas.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
 
+# The seed's metrics object, as /v1/chat, the stream's done event and the OpenAI ``metrics``
+# field all carry it.
+METRIC_KEYS = {
+    "ttft",
+    "total_latency",
+    "tokens_per_second",
+    "output_tokens_per_second",
+    "input_tokens",
+    "output_tokens",
+    "tpot",
+    "model",
+}
+
 
 @pytest.fixture(scope="session")
 def demo_model_dir() -> Path:

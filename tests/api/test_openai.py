@@ -21,7 +21,7 @@ from routes.openai import sse_events
 from routes.openai_serving import sampling_fields
 from schemas.openai import SEED_MAX, ChatCompletionRequest, ModelList
 from schemas.settings import DEMO_MODEL_DIR, Settings
-from tests.conftest import DirectGenerator, make_client, parse_sse, wait_ready
+from tests.conftest import METRIC_KEYS, DirectGenerator, make_client, parse_sse, wait_ready
 
 MESSAGES = [
     {"role": "system", "content": "You are terse."},
@@ -29,16 +29,6 @@ MESSAGES = [
 ]
 PROMPT = "Once upon a time"
 EOS = 2  # the demo model's eos_token_id
-METRIC_KEYS = {
-    "ttft",
-    "total_latency",
-    "tokens_per_second",
-    "output_tokens_per_second",
-    "input_tokens",
-    "output_tokens",
-    "tpot",
-    "model",
-}
 BOOL_SCHEMA = {
     "type": "object",
     "properties": {"ok": {"type": "boolean"}},

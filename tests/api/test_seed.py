@@ -7,22 +7,12 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import DirectGenerator, parse_sse
+from tests.conftest import METRIC_KEYS, DirectGenerator, parse_sse
 
 MESSAGES = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "Name three rivers and a mountain."},
 ]
-METRIC_KEYS = {
-    "ttft",
-    "total_latency",
-    "tokens_per_second",
-    "output_tokens_per_second",
-    "input_tokens",
-    "output_tokens",
-    "tpot",
-    "model",
-}
 
 
 def stream_payloads(client: TestClient, body: dict) -> list[dict]:

@@ -10,20 +10,10 @@ from fastapi.testclient import TestClient
 from backends.errors import ContextLengthExceeded
 from backends.text_generator import OnnxTextGenerator
 from schemas.settings import DEMO_MODEL_DIR
-from tests.conftest import DirectGenerator
+from tests.conftest import METRIC_KEYS, DirectGenerator
 
 PROMPT = "Once upon a time"
 MESSAGES = [{"role": "user", "content": "Name three rivers and a mountain."}]
-METRIC_KEYS = {
-    "ttft",
-    "total_latency",
-    "tokens_per_second",
-    "output_tokens_per_second",
-    "input_tokens",
-    "output_tokens",
-    "tpot",
-    "model",
-}
 
 
 @pytest.fixture(scope="module")
