@@ -40,6 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--slo-tpot", type=float, help="seconds (default 0.1)")
     r.add_argument("--out", type=Path, help="output folder (default bench/results/<time>)")
 
+    pr = sub.add_parser("profile", help="py-spy the server while it serves one stream")
+    pr.add_argument("--shape", default="smollm2-135m", choices=["demo", "smollm2-135m"])
+    pr.add_argument("--seconds", type=int, default=20)
+    pr.add_argument("--protocol", choices=["seed", "openai"], default="seed")
+    pr.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server")
+    pr.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "profile")
+
     g = sub.add_parser("load", help="load-test any server (this one or OpenAI-compatible)")
     g.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8002")
     g.add_argument("--protocol", choices=["seed", "openai"], default="openai")
@@ -72,6 +79,13 @@ def main(argv: list[str] | None = None) -> int:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         cfg.out = args.out or ROOT / "bench" / "results" / ("smoke" if args.smoke else stamp)
         run(cfg)
+        return 0
+
+    if args.cmd == "profile":
+        from bench.profile import profile
+
+        env = dict(item.split("=", 1) for item in args.env)
+        print(profile(args.shape, args.seconds, args.out, env, args.protocol).read_text())
         return 0
 
     from bench.loadgen import Client, RequestSpec, run_load

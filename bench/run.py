@@ -233,6 +233,8 @@ class Bench:
             order = list(live)
             self.rng.shuffle(order)
             for name in order:
+                # let spinning thread pools (ORT, OpenMP) of the previous arm go idle first
+                time.sleep(0.25)
                 try:
                     samples[name].append(arms[name]())
                 except Exception as exc:
