@@ -175,3 +175,31 @@ def test_draining_refuses_new_work() -> None:
         resp = c.post("/v1/chat", json=BODY)
         assert resp.status_code == 503 and resp.json()["error"]["code"] == "shutting_down"
         assert c.get("/healthz").status_code == 200  # liveness unchanged
+
+
+def test_sse_keepalive_pings_while_waiting_in_the_queue() -> None:
+    with make_client(max_concurrency=1, sse_ping=0.02) as c:
+        wait_ready(c)
+        service = c.app.state.service  # type: ignore[attr-defined]
+        started = threading.Event()
+
+        def long_request() -> None:
+            body = {**BODY, "max_tokens": 1900, "min_tokens": 1900, "stream": True}
+            with c.stream("POST", "/v1/chat/completions", json=body) as r:
+                for _ in r.iter_lines():
+                    started.set()
+
+        t = threading.Thread(target=long_request)
+        t.start()
+        assert started.wait(30)
+        (long_id,) = list(service.inflight)
+        lines: list[str] = []
+        with c.stream("POST", "/v1/chat/stream", json=BODY) as r:
+            for line in r.iter_lines():
+                lines.append(line)
+                if line.startswith(":"):
+                    service.cancel(long_id)  # a ping came while queued: now let it run
+        t.join(30)
+        first_data = next(i for i, line in enumerate(lines) if line.startswith("data:"))
+        assert any(line.startswith(":") for line in lines[:first_data])
+        assert lines[-2].startswith('data: {"done": true')
