@@ -49,3 +49,17 @@ class PromptMaker:
                 break
             n = max(1, round(n * target / max(got, 1)))
         return messages, ids
+
+    def exact(self, target: int, seed: int) -> tuple[list[dict[str, str]], list[int]]:
+        """One user message rendering to exactly ``target`` tokens (unique per ``seed``)."""
+        for attempt in range(50):
+            s = seed * 100 + attempt
+            messages, ids = self.chat(target, s)
+            n = len(messages[-1]["content"].split()) - 1
+            for _ in range(12):  # one word is 1-2 tokens: step towards the target
+                if len(ids) == target:
+                    return messages, ids
+                n += 1 if len(ids) < target else -1
+                messages = [{"role": "user", "content": f"#{s} " + words(max(1, n), s)}]
+                ids = self.render(messages)
+        raise RuntimeError(f"no prompt of exactly {target} tokens found")

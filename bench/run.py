@@ -99,6 +99,8 @@ class Bench:
         self.servers: dict[str, ServerProcess] = {}
         self.threads = usable_cpus()
         self.loop = asyncio.new_event_loop()
+        self._prompt_seed = 1000
+        self.peer_procs: list[Any] = []
         self.http: Any = None
 
     # ---- setup ---------------------------------------------------------------------------
@@ -186,6 +188,8 @@ class Bench:
             self._arun(self.http.aclose())
         for srv in self.servers.values():
             srv.stop()
+        for peer in self.peer_procs:
+            peer.close()
 
     # ---- helpers -------------------------------------------------------------------------
     def _arun(self, coro: Any) -> Any:
@@ -196,12 +200,15 @@ class Bench:
         client = self.clients[name]
         if protocol is not None and protocol != client.protocol:
             client = Client(client.url, protocol=protocol)
-        spec = RequestSpec(self.messages, self.cfg.new_tokens)
+        messages, _ = self._fresh_prompt()
+        spec = RequestSpec(messages, self.cfg.new_tokens)
         res = self._arun(client.request(self.http, spec, stream=stream))
         if not res.ok:
             raise RuntimeError(f"server {name}: {res.error}")
         n = res.output_tokens
         server = res.server or {}
+        if not stream and client.protocol == "openai":
+            res.ttft = float("nan")  # not observable without streaming, nor reported
         return {
             "ttft": res.ttft,
             # a non-streaming client sees no first token: decode speed is the server's own
@@ -214,6 +221,16 @@ class Bench:
             "server_ttft": float(server.get("ttft", float("nan"))),
             "server_decode_tps": float(server.get("tokens_per_second", float("nan"))),
         }
+
+    def _fresh_prompt(self) -> tuple[list[dict[str, str]], list[int]]:
+        """A new prompt of exactly ``prompt_tokens`` tokens: unique content per call, so the
+        server's prefix reuse cannot skip the prefill that the raw loop has to do."""
+        self._prompt_seed += 1
+        return self.prompts.exact(self.cfg.prompt_tokens, self._prompt_seed)
+
+    def _raw_once(self, engine: Any) -> dict[str, Any]:
+        result: dict[str, Any] = engine.run(self._fresh_prompt()[1], self.cfg.new_tokens).as_dict()
+        return result
 
     def _rounds(
         self, arms: dict[str, Callable[[], dict[str, Any]]], reps: int, desc: str
@@ -257,9 +274,8 @@ class Bench:
     # ---- sections ------------------------------------------------------------------------
     def single_stream(self) -> None:
         cfg = self.cfg
-        ids, n = self.prompt_ids, cfg.new_tokens
         arms: dict[str, Callable[[], dict[str, Any]]] = {
-            f"raw (threads={self.threads})": lambda: self.raw.run(ids, n).as_dict(),
+            f"raw (threads={self.threads})": lambda: self._raw_once(self.raw),
         }
         if "default" in self.clients:
             arms["server stream"] = lambda: self._server_once("default", True)
@@ -276,7 +292,6 @@ class Bench:
         self.results["single_stream"] = self._rounds(arms, cfg.reps, "single stream")
 
     def _add_setting_arms(self, arms: dict[str, Callable[[], dict[str, Any]]]) -> None:
-        ids, n = self.prompt_ids, self.cfg.new_tokens
         variants = {
             "raw threads=1": RawEngine(self.models["int4"], threads=1),
             "raw spinning=0": RawEngine(self.models["int4"], spinning=False),
@@ -285,20 +300,22 @@ class Bench:
             "raw fp32": RawEngine(self.models["fp32"]),
         }
         for name, eng in variants.items():
-            arms[name] = lambda e=eng: e.run(ids, n).as_dict()
+            arms[name] = lambda e=eng: self._raw_once(e)
         for name in ("threads=1", "spinning=0", "acc-level-default"):
             if name in self.clients:
                 arms[f"server stream {name}"] = lambda k=name: self._server_once(k, True)
 
     def _add_peer_arms(self, arms: dict[str, Callable[[], dict[str, Any]]]) -> None:
         from bench import peers
+        from bench.peer_worker import PeerProcess
 
-        ids, n = self.prompt_ids, self.cfg.new_tokens
+        n = self.cfg.new_tokens
         avail = self.results["availability"]
         self.results["versions_peers"] = {}
         try:
-            hf = peers.TransformersPeer(self.models["hf"], self.threads)
-            arms["transformers fp32"] = lambda: hf.run(ids, n).as_dict()
+            hf = PeerProcess("transformers", self.models["hf"], self.threads)
+            self.peer_procs.append(hf)
+            arms["transformers fp32"] = lambda: hf.run(self._fresh_prompt()[1], n).as_dict()
             self.results["versions_peers"]["transformers"] = hf.version
             avail["transformers"] = "ok"
         except Exception as exc:
@@ -307,8 +324,9 @@ class Bench:
         if why is None:
             try:
                 gguf = peers.ensure_gguf(self.models["hf"], log)
-                lc = peers.LlamaCppPeer(gguf, self.threads)
-                arms["llama.cpp Q4_0"] = lambda: lc.run(ids, n).as_dict()
+                lc = PeerProcess("llama.cpp", gguf, self.threads)
+                self.peer_procs.append(lc)
+                arms["llama.cpp Q4_0"] = lambda: lc.run(self._fresh_prompt()[1], n).as_dict()
                 self.results["versions_peers"]["llama.cpp"] = lc.version
                 avail["llama.cpp"] = "ok"
             except Exception as exc:
@@ -367,6 +385,8 @@ class Bench:
         servers = [n for n in ("default", "no-reuse") if n in self.clients]
         for hist in cfg.histories:
             rows: dict[str, list[float]] = {"raw reuse": [], "raw full prefill": []}
+            chunks = [c for c in (128, 256) if c < hist]
+            rows.update({f"raw full prefill, chunks of {c}": [] for c in chunks})
             rows.update({f"server {n}": [] for n in servers})
             rows.update({f"server {n} turn 1": [] for n in servers})
             for rep in range(cfg.chat_reps):
@@ -377,6 +397,9 @@ class Bench:
                 reuse, full = self.raw.turn_ttft(ids, cfg.reply_tokens, next_ids)
                 rows["raw reuse"].append(reuse)
                 rows["raw full prefill"].append(full)
+                for c in chunks:
+                    full_ids = ids + next_ids
+                    rows[f"raw full prefill, chunks of {c}"].append(self.raw.prefill(full_ids, c))
                 order = list(servers)
                 self.rng.shuffle(order)
                 for name in order:

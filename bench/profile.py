@@ -1,0 +1,95 @@
+"""``python -m bench profile``: where the server spends its time serving one stream.
+
+Starts the server on the benchmark model, samples it with py-spy (``pip install py-spy``)
+while single-stream requests run, and writes the collapsed stacks plus a summary of the
+functions with the most samples (inclusive and self) under bench/results/profile/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.loadgen import Client, RequestSpec, run_load
+from bench.models import DEMO, ensure_models
+from bench.prompts import PromptMaker
+from bench.raw import RawEngine
+from bench.server import ServerProcess
+
+
+def summarize(raw: Path, top: int = 30) -> dict[str, Any]:
+    inclusive: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    threads: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(count)
+        frames = stack.split(";")
+        total += n
+        threads[frames[0]] += n
+        for f in set(frames[1:]):
+            inclusive[f] += n
+        own[frames[-1]] += n
+    share = {k: round(v / total, 4) for k, v in inclusive.most_common(top)}
+    return {
+        "samples": total,
+        "threads": {k: round(v / total, 4) for k, v in threads.most_common(10)},
+        "inclusive": share,
+        "self": {k: round(v / total, 4) for k, v in own.most_common(top)},
+    }
+
+
+def profile(shape: str, seconds: int, out: Path, env: dict[str, str], protocol: str) -> Path:
+    local = Path(sys.executable).parent / "py-spy"
+    pyspy = str(local) if local.exists() else shutil.which("py-spy")
+    if pyspy is None:
+        raise SystemExit("py-spy is not installed: pip install py-spy")
+    model = DEMO if shape == "demo" else ensure_models(shape)["int4"]
+    eng = RawEngine(model)
+    messages, _ = PromptMaker(eng.tokenizer).chat(128, seed=10_000)
+    del eng
+    srv = ServerProcess("profile", {"GENAI_MODEL_DIR": str(model), **env})
+    srv.start()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if not srv.wait_ready():
+            raise SystemExit(f"server did not start: {srv.error}")
+        assert srv.proc is not None
+        raw = out / "server.collapsed.txt"
+        spy = subprocess.Popen(
+            [pyspy, "record", "--pid", str(srv.proc.pid), "--duration", str(seconds)]
+            + ["--rate", "200", "--format", "raw", "--threads", "-o", str(raw)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        client = Client(srv.url, protocol=protocol)
+        deadline = time.monotonic() + seconds
+        summaries = []
+
+        def load() -> None:
+            while time.monotonic() < deadline:
+                spec = [RequestSpec(messages, 64)]
+                summaries.append(asyncio.run(run_load(client, spec, concurrency=1, progress=False)))
+
+        t = threading.Thread(target=load)
+        t.start()
+        t.join()
+        spy.wait(60)
+        result = summarize(raw)
+        result["requests"] = len(summaries)
+        result["env"] = env
+        (out / "summary.json").write_text(json.dumps(result, indent=2))
+        return out / "summary.json"
+    finally:
+        srv.stop()
