@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--slo-tpot", type=float, help="seconds (default 0.1)")
     r.add_argument("--out", type=Path, help="output folder (default bench/results/<time>)")
 
+    rp = sub.add_parser("report", help="redo results.md and the plots from a results.json")
+    rp.add_argument("folder", type=Path)
+
     pr = sub.add_parser("profile", help="py-spy the server while it serves one stream")
     pr.add_argument("--shape", default="smollm2-135m", choices=["demo", "smollm2-135m"])
     pr.add_argument("--seconds", type=int, default=20)
@@ -79,6 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         cfg.out = args.out or ROOT / "bench" / "results" / ("smoke" if args.smoke else stamp)
         run(cfg)
+        return 0
+
+    if args.cmd == "report":
+        from bench import report
+
+        results = json.loads((args.folder / "results.json").read_text())
+        results["ratios"] = report.ratios(results)
+        (args.folder / "results.md").write_text(report.markdown(results))
+        report.plots(results, args.folder)
         return 0
 
     if args.cmd == "profile":

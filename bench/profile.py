@@ -1,8 +1,9 @@
 """``python -m bench profile``: where the server spends its time serving one stream.
 
-Starts the server on the benchmark model, samples it with py-spy (``pip install py-spy``)
-while single-stream requests run, and writes the collapsed stacks plus a summary of the
-functions with the most samples (inclusive and self) under bench/results/profile/.
+Starts the server on the benchmark model, samples the thread holding the GIL with py-spy
+(``pip install py-spy``) while single-stream requests run (a fresh 128-token prompt each, so
+prefix reuse does not hide the prefill), and writes the collapsed stacks plus a summary of
+the functions with the most samples (inclusive and self) under bench/results/profile/.
 """
 
 from __future__ import annotations
@@ -56,9 +57,7 @@ def profile(shape: str, seconds: int, out: Path, env: dict[str, str], protocol: 
     if pyspy is None:
         raise SystemExit("py-spy is not installed: pip install py-spy")
     model = DEMO if shape == "demo" else ensure_models(shape)["int4"]
-    eng = RawEngine(model)
-    messages, _ = PromptMaker(eng.tokenizer).chat(128, seed=10_000)
-    del eng
+    prompts = PromptMaker(RawEngine(model, threads=1).tokenizer)
     srv = ServerProcess("profile", {"GENAI_MODEL_DIR": str(model), **env})
     srv.start()
     out.mkdir(parents=True, exist_ok=True)
@@ -69,7 +68,9 @@ def profile(shape: str, seconds: int, out: Path, env: dict[str, str], protocol: 
         raw = out / "server.collapsed.txt"
         spy = subprocess.Popen(
             [pyspy, "record", "--pid", str(srv.proc.pid), "--duration", str(seconds)]
-            + ["--rate", "200", "--format", "raw", "--threads", "-o", str(raw)],
+            # --gil: only the thread holding the GIL is sampled, i.e. the Python work that
+            # competes with the owner thread's model steps (those hold the GIL too)
+            + ["--rate", "200", "--format", "raw", "--threads", "--gil", "-o", str(raw)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
@@ -78,8 +79,10 @@ def profile(shape: str, seconds: int, out: Path, env: dict[str, str], protocol: 
         summaries = []
 
         def load() -> None:
+            seed = 50_000
             while time.monotonic() < deadline:
-                spec = [RequestSpec(messages, 64)]
+                seed += 1
+                spec = [RequestSpec(prompts.exact(128, seed)[0], 64)]
                 summaries.append(asyncio.run(run_load(client, spec, concurrency=1, progress=False)))
 
         t = threading.Thread(target=load)
@@ -88,6 +91,11 @@ def profile(shape: str, seconds: int, out: Path, env: dict[str, str], protocol: 
         spy.wait(60)
         result = summarize(raw)
         result["requests"] = len(summaries)
+        result["gil_held_share"] = round(result["samples"] / (200 * seconds), 3)
+        result["decode_tps_median"] = sorted(
+            (x["output_tokens"]["total"] - 1) / max(1e-9, x["e2e"]["p50"] - x["ttft"]["p50"])
+            for x in summaries
+        )[len(summaries) // 2]
         result["env"] = env
         (out / "summary.json").write_text(json.dumps(result, indent=2))
         return out / "summary.json"

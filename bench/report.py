@@ -114,20 +114,23 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "### Single stream (median of the rounds, [min–max])",
         "",
-        "| arm | TTFT ms | decode tokens/s | server-reported TTFT ms | output tokens | rounds |",
-        "|---|---|---|---|---|---|",
+        "| arm | TTFT ms | decode tokens/s | end to end s | server-reported TTFT ms | "
+        "output tokens | rounds |",
+        "|---|---|---|---|---|---|---|",
     ]
     for arm, row in results.get("single_stream", {}).items():
         if "error" in row and "ttft" not in row:
-            lines.append(f"| {arm} | not available: {row['error'][:80]} | | | | |")
+            lines.append(f"| {arm} | not available: {row['error'][:80]} | | | | | |")
             continue
-        t, d = row["ttft"], row["decode_tps"]
+        t, d, e = row["ttft"], row["decode_tps"], row["e2e"]
         st = row.get("server_ttft", {}).get("median", float("nan"))
         lines.append(
             f"| {arm} | {_f(t['median'] * 1e3)} [{_f(t['min'] * 1e3)}–{_f(t['max'] * 1e3)}] | "
-            f"{_f(d['median'])} [{_f(d['min'])}–{_f(d['max'])}] | {_f(st * 1e3)} | "
+            f"{_f(d['median'])} [{_f(d['min'])}–{_f(d['max'])}] | "
+            f"{_f(e['median'], '.2f')} [{_f(e['min'], '.2f')}–{_f(e['max'], '.2f')}] | "
+            f"{_f(st * 1e3)} | "
             f"{_f(row['output_tokens']['min'], '.0f')}–{_f(row['output_tokens']['max'], '.0f')} | "
-            f"{row['ttft']['n']} |"
+            f"{row['e2e']['n']} |"
         )
     load = results.get("load", {})
     if load:
@@ -184,7 +187,9 @@ def markdown(results: dict[str, Any]) -> str:
     for key, value in results.get("ratios", {}).items():
         lines.append(f"| {key} | {_f(value, '.3f')} | {_verdict(key, value)} |")
     avail = {
-        k: v for k, v in results.get("availability", {}).items() if isinstance(v, str) and v != "ok"
+        k: v
+        for k, v in results.get("availability", {}).items()
+        if isinstance(v, str) and v.startswith("not available")
     }
     a = results.get("availability", {})
     lines += [
@@ -225,6 +230,7 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
             ax.axhline(
                 raw["decode_tps"]["median"], color="grey", ls=":", label="raw loop, 1 stream"
             )
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("requests in flight")
         ax.set_ylabel("output tokens/s")
         ax.set_xscale("log", base=2)
