@@ -36,6 +36,7 @@ class _Seq:
     tokens: list[int] = field(default_factory=list)  # tokens fed or produced, in order
     kv_len: int = 0  # how many of ``tokens`` the KV cache holds
     counts: Counter[int] = field(default_factory=Counter)
+    min_length: int = 0  # the Generator's own (native) EOS suppression, as a total length
 
 
 # Room left for a later turn in a reusable sequence. The KV cache is allocated for the whole
@@ -77,9 +78,16 @@ class GeneratorStrategy:
 
     def add(self, job: Job) -> None:
         p = job.params
-        needed = len(job.prompt_ids) + p.max_new_tokens
+        prompt = job.prompt_ids
+        needed = len(prompt) + p.max_new_tokens
+        wanted_min = len(prompt) + p.min_new_tokens if p.min_new_tokens else 0
         key = reuse_key(p) if self.cache.size > 0 else None
-        hit = self.cache.take(key, job.prompt_ids, needed) if key is not None else None
+        hit = (
+            self.cache.take(key, prompt, needed, max_min_length=max(wanted_min, len(prompt)))
+            if key is not None
+            else None
+        )
+        stream = self.model.tokenizer.create_stream()
         if hit is not None:
             held, n = hit
             gen = held.state
@@ -88,19 +96,18 @@ class GeneratorStrategy:
             seq = _Seq(
                 job,
                 gen,
-                self.model.tokenizer.create_stream(),
-                job.prompt_ids[n:],
+                stream,
+                prompt[n:],
                 held.capacity,
                 key,
                 tokens=held.tokens[:n],
                 kv_len=n,
+                min_length=held.min_length,
             )
         else:
             capacity = reuse_capacity(needed, self.model.max_length) if key is not None else needed
-            gen = self._new_generator(p, capacity)
-            seq = _Seq(
-                job, gen, self.model.tokenizer.create_stream(), list(job.prompt_ids), capacity, key
-            )
+            gen = self._new_generator(p, capacity, wanted_min)
+            seq = _Seq(job, gen, stream, list(prompt), capacity, key, min_length=wanted_min)
         if self._profile_prefix:
             gen.set_runtime_option("enable_profiling", self._profile_prefix)
         self._active.append(seq)
@@ -129,10 +136,13 @@ class GeneratorStrategy:
         self.cache.clear()
 
     # ---- internals -----------------------------------------------------------------------
-    def _new_generator(self, p: GenerationParams, capacity: int) -> Any:
+    def _new_generator(self, p: GenerationParams, capacity: int, min_length: int) -> Any:
         og = self.model.og
         params = og.GeneratorParams(self.model.model)
         options: dict[str, Any] = {"max_length": capacity, "do_sample": not p.greedy}
+        if min_length:
+            # Native EOS suppression: no per-step logits round trip for min_tokens.
+            options["min_length"] = min_length
         if p.repetition_penalty != 1.0:
             options["repetition_penalty"] = p.repetition_penalty
         if not p.greedy:
@@ -154,9 +164,17 @@ class GeneratorStrategy:
             return
         p = seq.job.params
         logprobs = None
-        if p.needs_logits:
+        suppress_eos = (
+            seq.job.generated < p.min_new_tokens
+            and seq.min_length != len(seq.job.prompt_ids) + p.min_new_tokens
+        )
+        if suppress_eos or p.needs_logits_beyond_min_tokens:
             logits = process_logits(
-                seq.gen.get_logits(), p, seq.counts, seq.job.generated, self.model.eos_token_ids
+                seq.gen.get_logits(),
+                p,
+                seq.counts,
+                self.model.eos_token_ids,
+                suppress_eos=suppress_eos,
             )
             seq.gen.set_logits(logits.reshape(1, 1, -1))
             if p.logprobs or p.top_logprobs:
@@ -182,5 +200,6 @@ class GeneratorStrategy:
         self._active.remove(seq)
         seq.job.finish(reason, error)
         if seq.key is not None and reason in ("stop", "length") and seq.kv_len > 0:
-            self.cache.put(Held(seq.key, seq.tokens[: seq.kv_len], seq.capacity, seq.gen))
+            held = Held(seq.key, seq.tokens[: seq.kv_len], seq.capacity, seq.gen, seq.min_length)
+            self.cache.put(held)
         # Otherwise the generator is dropped here, on the owner thread, freeing its KV cache.

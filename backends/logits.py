@@ -21,10 +21,12 @@ def process_logits(
     logits: Logits,
     params: GenerationParams,
     generated: Counter[int],
-    n_generated: int,
     eos_ids: Iterable[int],
+    *,
+    suppress_eos: bool,
 ) -> Logits:
-    """A processed copy of one step's logits (1-D, vocabulary-sized)."""
+    """A processed copy of one step's logits (1-D, vocabulary-sized); ``suppress_eos`` while
+    ``min_new_tokens`` is not reached (unless the engine already does it natively)."""
     out = np.array(logits, dtype=np.float32, copy=True).reshape(-1)
     if params.logit_bias:
         _apply_bias(out, params.logit_bias)
@@ -32,7 +34,7 @@ def process_logits(
         ids = np.fromiter(generated.keys(), dtype=np.int64)
         counts = np.fromiter(generated.values(), dtype=np.float32)
         out[ids] -= params.frequency_penalty * counts + params.presence_penalty
-    if n_generated < params.min_new_tokens:
+    if suppress_eos:
         for eos in eos_ids:
             out[eos] = -np.inf
     return out

@@ -29,6 +29,7 @@ class Held(Generic[S]):
     tokens: list[int]  # token ids whose KV the state holds, in order
     capacity: int  # total tokens the state can hold
     state: S
+    min_length: int = 0  # the state suppresses EOS until the sequence is this long
 
 
 class PrefixCache(Generic[S]):
@@ -55,17 +56,20 @@ class PrefixCache(Generic[S]):
             _, old = self._items.popitem(last=False)
             self._evict(old)
 
-    def take(self, key: Hashable, prompt: Sequence[int], needed: int) -> tuple[Held[S], int] | None:
+    def take(
+        self, key: Hashable, prompt: Sequence[int], needed: int, max_min_length: int = 0
+    ) -> tuple[Held[S], int] | None:
         """The held state sharing the longest prefix with ``prompt`` (at least one prompt token
         is left to feed, so the engine computes fresh logits), if it fits ``needed`` tokens.
 
         With no useful match and the cache full, the least recently used compatible state is
         handed out for recycling (shared prefix 0): it would be evicted by the next ``put``
-        anyway, and reusing it saves allocating a new KV cache."""
+        anyway, and reusing it saves allocating a new KV cache. A state whose own EOS
+        suppression (``min_length``) outlasts ``max_min_length`` is never handed out."""
         best: tuple[int, int] | None = None
         oldest: int | None = None
         for item_id, held in self._items.items():
-            if held.key != key or held.capacity < needed:
+            if held.key != key or held.capacity < needed or held.min_length > max_min_length:
                 continue
             if oldest is None:
                 oldest = item_id

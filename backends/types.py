@@ -40,9 +40,12 @@ class GenerationParams:
     @property
     def needs_logits(self) -> bool:
         """Whether the scheduler must read (and maybe rewrite) logits each step."""
+        return bool(self.min_new_tokens or self.needs_logits_beyond_min_tokens)
+
+    @property
+    def needs_logits_beyond_min_tokens(self) -> bool:
         return bool(
-            self.min_new_tokens
-            or self.presence_penalty
+            self.presence_penalty
             or self.frequency_penalty
             or self.logit_bias
             or self.logprobs

@@ -22,7 +22,7 @@ def test_bias_penalties_and_min_tokens() -> None:
         frequency_penalty=0.25,
         min_new_tokens=3,
     )
-    out = process_logits(logits, p, Counter({3: 2, 4: 1}), n_generated=1, eos_ids=[5])
+    out = process_logits(logits, p, Counter({3: 2, 4: 1}), [5], suppress_eos=True)
     assert out.shape == (6,)
     assert out[1] == 5.0 and out[2] == -100.0
     assert out[3] == pytest.approx(-(0.5 + 0.25 * 2))
@@ -32,7 +32,8 @@ def test_bias_penalties_and_min_tokens() -> None:
 
 
 def test_eos_allowed_once_min_tokens_reached() -> None:
-    out = process_logits(np.zeros(4, np.float32), params(min_new_tokens=2), Counter(), 2, [3])
+    p = params(min_new_tokens=2)
+    out = process_logits(np.zeros(4, np.float32), p, Counter(), [3], suppress_eos=False)
     assert out[3] == 0.0
 
 

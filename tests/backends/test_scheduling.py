@@ -237,3 +237,24 @@ def test_recycled_generator_gives_the_same_output_as_a_fresh_one() -> None:
     cold = run(config(cache_sequences=0), body)
     assert [c.text for c in warm] == [c.text for c in cold]
     assert warm[1].finish.usage.cached_tokens == 0
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("cache", [0, 4])
+def test_min_tokens_holds_eos_back_exactly(strategy: str, cache: int) -> None:
+    async def body(service: InferenceService) -> list[Completion]:
+        eos = next(iter(service.scheduler.model.eos_token_ids))  # type: ignore[union-attr]
+        out = []
+        for text, n in (("first prompt", 5), ("first prompt", 3), ("other", 7), ("first", 0)):
+            bias = {eos: 100.0} if strategy == "generator" else None
+            out.append(
+                await chat(service, user(text), max_tokens=12, min_new_tokens=n, logit_bias=bias)
+            )
+        return out
+
+    results = run(config(scheduler=strategy, cache_sequences=cache), body)
+    if strategy == "generator":  # EOS is forced by the bias: output ends exactly at min_tokens
+        assert [r.finish.usage.completion_tokens for r in results] == [5, 3, 7, 0]
+        assert all(r.finish.reason == "stop" for r in results)
+    else:
+        assert all(r.finish.usage.completion_tokens >= n for r, n in zip(results, (5, 3, 7, 0)))
