@@ -112,6 +112,8 @@ class Scheduler:
         self.strategy: Strategy | None = None
         self.load_error: BaseException | None = None
         self._active_ids: list[str] = []
+        # Called on the owner thread after a step that produced some request's first token.
+        self.after_first_tokens: Callable[[], None] | None = None
 
     # ---- called from other threads -------------------------------------------------------
     def start(self) -> None:
@@ -159,8 +161,12 @@ class Scheduler:
             while self._take_commands(block=not (strategy.active_jobs() or self._waiting)):
                 self._expire(strategy)
                 self._fill(strategy)
-                if strategy.active_jobs():
+                active = strategy.active_jobs()
+                if active:
+                    fresh = [j for j in active if j.generated == 0]
                     strategy.step()
+                    if self.after_first_tokens is not None and any(j.generated for j in fresh):
+                        self.after_first_tokens()
                 self._active_ids = [j.id for j in strategy.active_jobs()]
         finally:
             for job in list(self._waiting):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -181,6 +182,25 @@ class Generation:
         return self.timer.finish(len(self.prompt))
 
 
+def _let_loop_deliver(loop: asyncio.AbstractEventLoop, timeout: float = 0.005) -> None:
+    """Block the owner thread until the event loop has passed on the tokens just delivered.
+
+    onnxruntime-genai holds the GIL for a whole model step (a 1 ms sleep in another thread
+    woke only after the step ended), so a first token delivered right before the next step
+    would wait for that step before the event loop could send it: one decode step added to
+    TTFT. Waiting here (which releases the GIL) lets the loop run its callbacks and the woken
+    stream writers first. Done for first tokens only: on every token the handshake cost decode
+    speed; ``timeout`` bounds the wait if the loop is busy."""
+    done = threading.Event()
+    try:
+        # Two hops: the first runs after the delivery callbacks, the second after the tasks
+        # they woke (the SSE writers) got their turn.
+        loop.call_soon_threadsafe(loop.call_soon, done.set)
+    except RuntimeError:  # loop closed
+        return
+    done.wait(timeout)
+
+
 class InferenceService:
     def __init__(
         self,
@@ -200,6 +220,8 @@ class InferenceService:
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
         """Start loading on the owner thread and wait for it; raises what loading raised."""
+        loop = asyncio.get_running_loop()
+        self.scheduler.after_first_tokens = lambda: _let_loop_deliver(loop)
         self.scheduler.start()
         await asyncio.get_running_loop().run_in_executor(None, self.scheduler.loaded.wait)
         if self.scheduler.load_error is not None:
