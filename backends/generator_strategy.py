@@ -62,7 +62,7 @@ def reuse_key(params: GenerationParams) -> Hashable | None:
 class GeneratorStrategy:
     name = "generator"
 
-    def __init__(self, model: LoadedModel, *, prefill_chunk: int = 512, cache_size: int = 4):
+    def __init__(self, model: LoadedModel, *, prefill_chunk: int = 256, cache_size: int = 4):
         self.model = model
         self.prefill_chunk = prefill_chunk
         self.cache: PrefixCache[Any] = PrefixCache(cache_size, min_match=1)

@@ -44,7 +44,7 @@ class ServiceConfig:
     runtime: RuntimeConfig
     model_name: str = "onnx-genai"
     default_max_tokens: int = 256
-    prefill_chunk: int = 512
+    prefill_chunk: int = 256
     scheduler: SchedulerName = "auto"
     max_concurrency: int = 8
     max_queue: int = 64

@@ -51,7 +51,7 @@ class Settings(BaseSettings):
         None, ge=1, validation_alias=_env("GENAI_INTRA_OP_THREADS", "intra_op_threads")
     )
     prefill_chunk: int = Field(
-        512, ge=16, validation_alias=_env("GENAI_PREFILL_CHUNK", "prefill_chunk")
+        256, ge=16, validation_alias=_env("GENAI_PREFILL_CHUNK", "prefill_chunk")
     )
     scheduler: Literal["auto", "generator", "engine"] = Field(
         "auto", validation_alias=_env("GENAI_SCHEDULER", "scheduler")
