@@ -23,30 +23,10 @@ _MODEL_FILES = ("model.onnx", "model.onnx.data", "tokenizer.json", "tokenizer_co
 
 
 def _builder(hf_dir: Path, out: Path, precision: str, extra: list[str]) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "onnxruntime_genai.models.builder",
-        "-i",
-        str(hf_dir),
-        "-o",
-        str(out),
-        "-p",
-        precision,
-        "-e",
-        "cpu",
-        "-c",
-        str(out.parent / f".{out.name}-cache"),
-        "--extra_options",
-        "hf_token=false",
-        *extra,
-    ]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-    shutil.rmtree(out.parent / f".{out.name}-cache", ignore_errors=True)
-    template = hf_dir.parent / "chat_template.jinja"
-    if template.exists() and not (out / "chat_template.jinja").exists():
-        shutil.copy(template, out / "chat_template.jinja")
+    from scripts.build_model import run_builder
+
+    cache = out.parent / f".{out.name}-cache"
+    run_builder(hf_dir, out, precision, extra, cache_dir=cache, quiet=True)
 
 
 def ensure_models(shape: str, log: object = print) -> dict[str, Path]:

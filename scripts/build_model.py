@@ -118,6 +118,25 @@ def train_tokenizer(vocab_size: int, out_dir: Path) -> None:
     fast.save_pretrained(out_dir)
 
 
+def run_builder(
+    hf_dir: Path,
+    out: Path,
+    precision: str,
+    extra_options: list[str],
+    *,
+    cache_dir: Path,
+    quiet: bool = False,
+) -> None:
+    """The official onnxruntime-genai builder on a local HF folder, offline, CPU target."""
+    cmd = [
+        sys.executable, "-m", "onnxruntime_genai.models.builder",
+        "-i", str(hf_dir), "-o", str(out), "-p", precision, "-e", "cpu", "-c", str(cache_dir),
+        "--extra_options", "hf_token=false", *extra_options,
+    ]  # fmt: skip
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if quiet else None)
+
+
 def build(shape: str, precision: str, out: Path, seed: int, init_range: float) -> None:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -145,27 +164,8 @@ def build(shape: str, precision: str, out: Path, seed: int, init_range: float) -
         tokenizer.save_pretrained(hf_dir)
 
         out.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            sys.executable,
-            "-m",
-            "onnxruntime_genai.models.builder",
-            "-i",
-            str(hf_dir),
-            "-o",
-            str(out),
-            "-p",
-            precision,
-            "-e",
-            "cpu",
-            "-c",
-            str(Path(tmp) / "cache"),
-            "--extra_options",
-            "hf_token=false",
-        ]
-        if precision == "int4":
-            cmd.append("int4_accuracy_level=4")
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-        subprocess.run(cmd, check=True, env=env)
+        extra = ["int4_accuracy_level=4"] if precision == "int4" else []
+        run_builder(hf_dir, out, precision, extra, cache_dir=Path(tmp) / "cache")
         if not (out / "chat_template.jinja").exists():
             (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
         # Keep the HF weights beside the ONNX export only on request (benchmarks against
