@@ -257,4 +257,7 @@ def test_min_tokens_holds_eos_back_exactly(strategy: str, cache: int) -> None:
         assert [r.finish.usage.completion_tokens for r in results] == [5, 3, 7, 0]
         assert all(r.finish.reason == "stop" for r in results)
     else:
-        assert all(r.finish.usage.completion_tokens >= n for r, n in zip(results, (5, 3, 7, 0)))
+        assert all(
+            r.finish.usage.completion_tokens >= n
+            for r, n in zip(results, (5, 3, 7, 0), strict=True)
+        )
