@@ -77,10 +77,7 @@ async def _seed_events(service: InferenceService, gen: Generation) -> AsyncItera
                 yield {"data": json.dumps({"token": event.text})}
         assert gen.finish is not None
         if gen.finish.reason in ("error", "timeout"):
-            err = error_body(
-                f"Generation failed: {gen.finish.error}", "server_error", code="generation_failed"
-            )
-            yield {"data": json.dumps(err)}
+            yield {"data": json.dumps(finish_error(gen))}
             return
         done = {"done": True, "token": "[DONE]", "metrics": chat_metrics(service, gen).model_dump()}
         yield {"data": json.dumps(done)}

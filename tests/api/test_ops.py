@@ -3,6 +3,7 @@ limits, admin cancel and profiling."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -204,3 +205,12 @@ def test_sse_keepalive_pings_while_waiting_in_the_queue() -> None:
         assert any(line.startswith(":") for line in lines[:first_data])
         data = [line for line in lines if line.startswith("data:")]
         assert data[-1].startswith('data: {"done": true')
+
+
+def test_seed_stream_timeout_is_an_in_band_timeout_error() -> None:
+    with make_client(request_timeout=0.001) as c:
+        wait_ready(c)
+        body = {**BODY, "max_tokens": 1900}  # 1900 tokens cannot finish within 1 ms
+        with c.stream("POST", "/v1/chat/stream", json=body) as r:
+            data = [line for line in r.iter_lines() if line.startswith("data:")]
+        assert json.loads(data[-1][5:])["error"]["code"] == "request_timeout"
