@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,9 @@ class ModelFolder:
             return None
         return value if isinstance(value, str) and value.strip() else None
 
-    @property
+    @cached_property
     def has_chat_template(self) -> bool:
+        # Read once: prepare_chat asks on every request.
         return self.chat_template_path is not None or self.tokenizer_chat_template() is not None
 
 

@@ -117,7 +117,7 @@ def strategy_factory(config: ServiceConfig) -> Callable[[LoadedModel], Strategy]
 
 
 class Generation:
-    """One running request: iterate for tokens; ``finish`` is set when it ends."""
+    """One running request: iterate for tokens; ``finish`` is set as soon as it ended."""
 
     def __init__(
         self,
@@ -132,7 +132,6 @@ class Generation:
         self.timer = timer
         self.finish: FinishEvent | None = None
         self.job: Job | None = None
-        self._final: FinishEvent | None = None
         self._metrics: RequestMetrics | None = None
         self._on_done = on_done
         self._on_token = on_token
@@ -153,27 +152,18 @@ class Generation:
             self.timer.token()
             self._on_token(self)
         else:
-            self._final = event
+            self.finish = event
             self._metrics = self.timer.finish(len(self.prompt))
             self._on_done(self)
         self._queue.put_nowait(event)
 
     def cancel(self) -> None:
-        if self.job is not None and self._final is None:
+        if self.job is not None and self.finish is None:
             self.job.cancel()
 
     async def __aiter__(self) -> AsyncIterator[TokenEvent]:
-        while self.finish is None:
-            event = await self._queue.get()
-            if isinstance(event, TokenEvent):
-                yield event
-            else:
-                self.finish = event
-
-    @property
-    def final(self) -> FinishEvent | None:
-        """The finish event as soon as the owner thread sent it (``finish``: once iterated)."""
-        return self._final
+        while isinstance(event := await self._queue.get(), TokenEvent):
+            yield event
 
     def metrics(self) -> RequestMetrics:
         """Timing, frozen when the generation finished."""

@@ -103,7 +103,7 @@ class ServerMetrics:
             self.itl.observe(gen.timer.last_gap)
 
     def on_finished(self, gen: Generation) -> None:
-        finish = gen.final
+        finish = gen.finish
         if finish is None:
             return
         m = gen.metrics()
