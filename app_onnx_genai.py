@@ -13,15 +13,39 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.service import InferenceService
 from metrics.prometheus import ServerMetrics
-from routes import generate, openai, ops, seed
+from routes import generate, native, openai, ops
 from routes.auth import install_auth_and_cors
 from routes.errors import install_error_handlers
 from routes.middleware import RequestIdMiddleware
 from schemas.settings import Settings
 
 log = logging.getLogger("genai.app")
+
+
+def service_config(settings: Settings) -> ServiceConfig:
+    """The backend's configuration, from the model settings and the server's limits."""
+    model, server = settings.model, settings.server
+    return ServiceConfig(
+        model=ModelConfig(
+            path=model.model_dir,
+            name=model.model_name,
+            device=model.device,
+            intra_op_threads=model.intra_op_threads,
+            max_length=model.max_length,
+            scheduler=model.scheduler,
+            prefill_chunk=model.prefill_chunk,
+            cache_sequences=model.cache_sequences,
+        ),
+        limits=Limits(
+            max_concurrency=server.max_concurrency,
+            max_queue=server.max_queue,
+            request_timeout=server.request_timeout,
+            default_max_tokens=server.default_max_tokens,
+        ),
+    )
 
 
 @asynccontextmanager
@@ -48,26 +72,27 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app(
     settings: Settings | None = None, service: InferenceService | None = None
 ) -> FastAPI:
-    settings = settings or Settings()
+    settings = settings or Settings.load()
     app = FastAPI(
         title="ONNX Runtime GenAI server",
         version="0.1.0",
         description="Serves an onnxruntime-genai model over HTTP, with per-request timing.",
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.service = service or InferenceService(settings.service_config())
-    app.state.metrics = ServerMetrics(
-        running=lambda: app.state.service.scheduler.active_count,
-        waiting=lambda: app.state.service.scheduler.waiting_count,
+    service = service or InferenceService(service_config(settings))
+    metrics = ServerMetrics(
+        running=lambda: service.stats().running, waiting=lambda: service.stats().waiting
     )
-    app.state.service.observer = app.state.metrics
+    service.observer = metrics
+    app.state.settings = settings
+    app.state.service = service
+    app.state.metrics = metrics
     install_error_handlers(app)
-    app.include_router(seed.router)
+    app.include_router(native.router)
     app.include_router(ops.router)
     app.include_router(openai.router)
     app.include_router(generate.router)
     app.openapi = openai.document_stream_chunks(app)  # type: ignore[method-assign]
-    install_auth_and_cors(app, settings)
+    install_auth_and_cors(app, settings.server)
     app.add_middleware(RequestIdMiddleware)  # outermost: 401s and CORS answers get an id too
     return app

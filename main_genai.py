@@ -1,7 +1,9 @@
-"""Launcher: read settings, check the model folder and runtime, then run uvicorn.
+"""Launcher: read settings (flags over env over .env), check the model folder, the runtime and
+the address, then run uvicorn.
 
     python main_genai.py                      # the embedded demo model on 127.0.0.1:8002
-    GENAI_MODEL_DIR=/models/phi3 GENAI_DEVICE=cuda python main_genai.py
+    python main_genai.py --model-dir /models/phi3 --device cuda --port 9000
+    python main_genai.py --help               # every setting, its env name and default
 
 Start-up problems print one clear line and exit with status 2 (no traceback).
 """
@@ -9,9 +11,14 @@ Start-up problems print one clear line and exit with status 2 (no traceback).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
+import socket
 import sys
+from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from pydantic import ValidationError
@@ -21,30 +28,69 @@ from backends.model_folder import inspect_model_folder
 from backends.providers import detect_available, select_provider
 from backends.runtime import import_og, resolve_max_length
 from backends.service import InferenceService
-from schemas.settings import Settings
+from schemas.cli import parse_args
+from schemas.settings import PARTS, Settings, env_name, unknown_env_names
 
 log = logging.getLogger("genai.main")
 
 
-def load_settings() -> Settings:
+def _setting_names(loc: Any) -> str:
+    for part in PARTS:
+        for name, field in part.model_fields.items():
+            if loc in (name, env_name(field)):
+                return f"{env_name(field)} / --{name.replace('_', '-')}"
+    return str(loc)
+
+
+def load_settings(overrides: dict[str, Any]) -> Settings:
     try:
-        return Settings()
+        return Settings.load(**overrides)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(f"{_setting_names(e['loc'][0])}: {e['msg']}" for e in exc.errors())
         raise StartupError(f"Invalid settings: {problems}") from None
+
+
+def warn_unknown_env() -> None:
+    for name, closest in unknown_env_names():
+        hint = f"; did you mean {closest}?" if closest else ""
+        log.warning("%s is not a setting and is ignored%s", name, hint)
 
 
 def preflight(settings: Settings) -> None:
     """Fail fast, before binding a port, on what would make loading fail."""
-    folder = inspect_model_folder(settings.model_dir)
+    model = settings.model
+    folder = inspect_model_folder(model.model_dir)
     og = import_og()
-    choice = select_provider(settings.device, detect_available(og))
-    resolve_max_length(settings.max_length, folder.context_length)
+    choice = select_provider(model.device, detect_available(og))
+    resolve_max_length(model.max_length, folder.context_length)
     log.info(
         "model folder %s looks valid; provider %s (%s)", folder.path, choice.name, choice.reason
     )
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Listen where the settings say, before the model loads; a clear error if we cannot."""
+    where = f"{host}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise StartupError(f"Cannot listen on {where}: unknown host ({exc.strerror}).") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        hint = (
+            " Is another server using it? Set PORT or --port."
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
+        raise StartupError(f"Cannot listen on {where}: {exc.strerror}.{hint}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 class DrainingServer(uvicorn.Server):
@@ -71,42 +117,52 @@ class DrainingServer(uvicorn.Server):
         self.should_exit = True
 
 
-def main() -> int:
+def run_workers(settings: Settings, overrides: dict[str, Any]) -> None:
+    """Several processes (or the reloader): each builds its own app from the environment, so
+    the flags are handed down as environment variables."""
+    fields = {name: f for part in PARTS for name, f in part.model_fields.items()}
+    for name, value in overrides.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        os.environ[env_name(fields[name])] = text
+    server = settings.server
+    bind_socket(server.host, server.port).close()  # uvicorn binds again in a moment
+    uvicorn.run(
+        "app_onnx_genai:create_app",
+        factory=True,
+        host=server.host,
+        port=server.port,
+        reload=server.reload,
+        workers=None if server.reload else server.workers,
+        log_level=server.log_level,
+        timeout_graceful_shutdown=int(server.shutdown_timeout) or None,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    overrides = parse_args(argv)
     try:
-        settings = load_settings()
-        logging.getLogger().setLevel(settings.log_level.upper())
+        settings = load_settings(overrides)
+        logging.getLogger().setLevel(settings.server.log_level.upper())
+        warn_unknown_env()
         preflight(settings)
+        if settings.server.reload or settings.server.workers > 1:
+            run_workers(settings, overrides)
+            return 0
+        sock = bind_socket(settings.server.host, settings.server.port)
     except StartupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    import uvicorn
-
-    if settings.reload or settings.workers > 1:
-        # Each worker process builds its own app (and loads its own model) from the same env;
-        # uvicorn's own graceful shutdown applies (GENAI_SHUTDOWN_TIMEOUT).
-        uvicorn.run(
-            "app_onnx_genai:create_app",
-            factory=True,
-            host=settings.host,
-            port=settings.port,
-            reload=settings.reload,
-            workers=None if settings.reload else settings.workers,
-            log_level=settings.log_level,
-            timeout_graceful_shutdown=int(settings.shutdown_timeout) or None,
-        )
-        return 0
-
     from app_onnx_genai import create_app
 
     app = create_app(settings)
-    config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_level=settings.log_level
-    )
-    DrainingServer(config, app.state.service, settings.shutdown_timeout).run()
+    server = settings.server
+    config = uvicorn.Config(app, host=server.host, port=server.port, log_level=server.log_level)
+    log.info("listening on http://%s:%d", server.host, server.port)
+    DrainingServer(config, app.state.service, server.shutdown_timeout).run(sockets=[sock])
     return 0
 
 

@@ -1,5 +1,7 @@
-"""Model loading, execution-provider choice and the generation loop.
+"""The generation core: one request type, one ``submit`` call, the owner thread and its
+scheduling strategies, model loading and execution-provider choice.
 
-Nothing here imports FastAPI or the HTTP schemas: backends exchange the small dataclasses
-of :mod:`backends.types` with whatever drives them (the HTTP app, the in-process client).
+Nothing here imports FastAPI or the HTTP schemas: the doors (the HTTP routes, the in-process
+client) build a :class:`backends.request.GenerationRequest` and read the pieces of the
+:class:`backends.handle.RequestHandle` that ``InferenceService.submit`` returns.
 """

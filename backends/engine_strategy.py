@@ -57,14 +57,16 @@ class EngineStrategy:
         }
 
     def unsupported(self, p: GenerationParams) -> str | None:
-        if p.presence_penalty or p.frequency_penalty:
-            return "presence_penalty/frequency_penalty"
+        if p.presence_penalty:
+            return "presence_penalty"
+        if p.frequency_penalty:
+            return "frequency_penalty"
         if p.logit_bias:
             return "logit_bias"
         if p.logprobs or p.top_logprobs:
             return "logprobs"
         if p.seed is not None and not self.dynamic:
-            return "seed (needs an Engine with dynamic batching)"
+            return "seed"  # per-turn seeds need an Engine with dynamic batching
         return None
 
     # ---- Strategy ------------------------------------------------------------------------
@@ -136,7 +138,8 @@ class EngineStrategy:
         if flags & int(self._flags.TOKEN) and turn.dropped is None:
             token = int(event.token)
             if token not in self.model.eos_token_ids:
-                turn.job.emit(TokenEvent(token, turn.stream.decode(token)))
+                if turn.job.emit(TokenEvent(token, turn.stream.decode(token))):
+                    self.drop(turn.job, "stop")  # a stop string: end the turn here
         if flags & int(self._flags.TURN_FINISHED):
             reason = turn.dropped or self._reasons.get(event.finish_reason, "stop")
             usage = event.usage

@@ -64,3 +64,9 @@ class GenerationFailed(GenAIError):
 
 class StartupError(Exception):
     """The server cannot start; the message says why and what to do. No traceback needed."""
+
+
+class RequestNotFound(GenAIError):
+    status_code = 404
+    error_type = "invalid_request_error"
+    code = "request_not_found"

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.logits import log_softmax, process_logits, top_logprobs
+from backends.logits import log_softmax, logprob_entries, process_logits
 from backends.prefix_cache import Held, PrefixCache
 from backends.runtime import LoadedModel
 from backends.scheduler import Job
@@ -168,7 +168,7 @@ class GeneratorStrategy:
             seq.job.generated < p.min_new_tokens
             and seq.min_length != len(seq.job.prompt_ids) + p.min_new_tokens
         )
-        if suppress_eos or p.needs_logits_beyond_min_tokens:
+        if suppress_eos or p.edits_logits:
             logits = process_logits(
                 seq.gen.get_logits(),
                 p,
@@ -189,12 +189,15 @@ class GeneratorStrategy:
         seq.counts[token] += 1
         event = TokenEvent(token, seq.stream.decode(token))
         if logprobs is not None:
-            event = TokenEvent(
-                token, event.text, float(logprobs[token]), top_logprobs(logprobs, p.top_logprobs)
-            )
-        seq.job.emit(event)
-        if seq.job.generated >= p.max_new_tokens or seq.gen.is_done():
+            chosen, top = logprob_entries(logprobs, token, p.top_logprobs, self._token_text)
+            event = TokenEvent(token, event.text, chosen, top)
+        if seq.job.emit(event):
+            self._finish(seq, "stop")
+        elif seq.job.generated >= p.max_new_tokens or seq.gen.is_done():
             self._finish(seq, "length")
+
+    def _token_text(self, token: int) -> str:
+        return str(self.model.tokenizer.decode(np.asarray([token], dtype=np.int32)))
 
     def _finish(self, seq: _Seq, reason: FinishReason, error: str | None = None) -> None:
         self._active.remove(seq)

@@ -7,19 +7,19 @@ and log-probabilities for the ``logprobs`` option.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import numpy.typing as npt
 
-from backends.types import GenerationParams
+from backends.types import Logprob, SamplingParams
 
 Logits = npt.NDArray[np.float32]
 
 
 def process_logits(
     logits: Logits,
-    params: GenerationParams,
+    params: SamplingParams,
     generated: Counter[int],
     eos_ids: Iterable[int],
     *,
@@ -60,3 +60,11 @@ def top_logprobs(logprobs: Logits, k: int) -> tuple[tuple[int, float], ...]:
     idx = np.argpartition(-logprobs, k - 1)[:k]
     idx = idx[np.argsort(-logprobs[idx], kind="stable")]
     return tuple((int(i), float(logprobs[i])) for i in idx)
+
+
+def logprob_entries(
+    logprobs: Logits, token: int, k: int, name: Callable[[int], str]
+) -> tuple[Logprob, tuple[Logprob, ...]]:
+    """The chosen token's entry and its ``k`` likeliest alternatives, each with its text."""
+    chosen = Logprob(token, name(token), float(logprobs[token]))
+    return chosen, tuple(Logprob(i, name(i), lp) for i, lp in top_logprobs(logprobs, k))

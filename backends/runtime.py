@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from backends.config import ModelConfig
 from backends.errors import StartupError
 from backends.model_folder import ModelFolder, inspect_model_folder
 from backends.providers import ProviderChoice, apply_provider, detect_available, select_provider
@@ -27,12 +28,12 @@ def import_og() -> Any:
     return og
 
 
-@dataclass(frozen=True)
-class RuntimeConfig:
-    model_dir: Path
-    device: str
-    intra_op_threads: int
-    max_length: int | None
+def usable_cpus() -> int:
+    """CPUs this process may run on (cgroup/affinity aware where the OS tells)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
 
 
 @dataclass
@@ -44,6 +45,10 @@ class LoadedModel:
     provider: ProviderChoice
     max_length: int
     eos_token_ids: frozenset[int]
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.folder.config["model"]["vocab_size"])
 
     @property
     def dynamic_batching(self) -> bool:
@@ -69,16 +74,17 @@ def resolve_max_length(requested: int | None, context_length: int) -> int:
     return requested
 
 
-def load_model(cfg: RuntimeConfig) -> LoadedModel:
-    folder = inspect_model_folder(cfg.model_dir)
+def load_model(cfg: ModelConfig) -> LoadedModel:
+    folder = inspect_model_folder(cfg.path)
     og = import_og()
     choice = select_provider(cfg.device, detect_available(og))
     log.info("execution provider: %s (%s)", choice.name, choice.reason)
     max_length = resolve_max_length(cfg.max_length, folder.context_length)
+    threads = cfg.intra_op_threads or usable_cpus()
     try:
         config = og.Config(str(folder.path))
         apply_provider(config, choice)
-        overlay = session_overlay(cfg.intra_op_threads, choice)
+        overlay = session_overlay(threads, choice)
         if overlay is not None:
             config.overlay(json.dumps(overlay))
         model = og.Model(config)
@@ -92,6 +98,6 @@ def load_model(cfg: RuntimeConfig) -> LoadedModel:
         folder.path,
         folder.context_length,
         max_length,
-        cfg.intra_op_threads if choice.name == "cpu" else "provider default",
+        threads if choice.name == "cpu" else "provider default",
     )
     return LoadedModel(og, model, tokenizer, folder, choice, max_length, eos)

@@ -16,29 +16,34 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from backends.runtime import LoadedModel, RuntimeConfig, load_model
-from backends.types import FinishEvent, FinishReason, GenerationParams, TokenEvent, Usage
+from backends.config import ModelConfig
+from backends.errors import ShuttingDown
+from backends.runtime import LoadedModel, load_model
+from backends.stops import VisibleText
+from backends.types import Delta, FinishEvent, FinishReason, GenerationParams, TokenEvent, Usage
 
 log = logging.getLogger("genai.scheduler")
 
-Event = TokenEvent | FinishEvent
+T = TypeVar("T")
+Event = Delta | FinishEvent
 Sink = Callable[[Event], None]
 
 
 @dataclass
 class Job:
-    """One generation as the owner thread sees it."""
+    """One sequence as the owner thread sees it."""
 
     id: str
     prompt_ids: list[int]
     params: GenerationParams
     sink: Sink
     deadline: float | None = None  # time.perf_counter() value after which it times out
+    stops: Sequence[str] = ()
     cancelled: threading.Event = field(default_factory=threading.Event)
     enqueued_at: float = field(default_factory=time.perf_counter)
     started_at: float | None = None
@@ -46,17 +51,26 @@ class Job:
     cached_tokens: int = 0
     done: bool = False
 
+    def __post_init__(self) -> None:
+        self._text = VisibleText(self.stops)
+
     def cancel(self) -> None:
         self.cancelled.set()
 
-    def emit(self, event: TokenEvent) -> None:
+    def emit(self, event: TokenEvent) -> bool:
+        """Pass a generated token on; True if it completed a stop string (the strategy then
+        ends the sequence with ``finish("stop")``)."""
         self.generated += 1
-        self.sink(event)
+        self.sink(self._text.feed(event))
+        return self._text.stopped
 
     def finish(self, reason: FinishReason, error: str | None = None) -> None:
         if self.done:
             return
         self.done = True
+        tail = self._text.flush()
+        if tail.text or tail.ready:
+            self.sink(tail)
         queued = (self.started_at or time.perf_counter()) - self.enqueued_at
         usage = Usage(len(self.prompt_ids), self.generated, self.cached_tokens)
         self.sink(FinishEvent(reason, usage, error, queue_time=queued))
@@ -85,6 +99,19 @@ class Strategy(Protocol):
 
 
 StrategyFactory = Callable[[LoadedModel], Strategy]
+Prepare = Callable[[LoadedModel, Strategy], tuple[T, list[Job]]]
+
+
+@dataclass
+class _Admit:
+    prepare: Prepare[Any]
+    future: Future[Any]
+
+
+@dataclass
+class _Call:
+    fn: Callable[[LoadedModel], Any]
+    future: Future[Any]
 
 
 class _Stop:
@@ -94,17 +121,17 @@ class _Stop:
 class Scheduler:
     def __init__(
         self,
-        runtime: RuntimeConfig,
+        config: ModelConfig,
         strategy_factory: StrategyFactory | None = None,
         *,
         max_concurrency: int = 8,
-        loader: Callable[[RuntimeConfig], LoadedModel] = load_model,
+        loader: Callable[[ModelConfig], LoadedModel] = load_model,
     ) -> None:
-        self._runtime = runtime
+        self._config = config
         self._loader = loader
         self._factory = strategy_factory or _default_factory
         self.max_concurrency = max_concurrency
-        self._commands: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._commands: queue.SimpleQueue[_Admit | _Call | _Stop] = queue.SimpleQueue()
         self._waiting: deque[Job] = deque()
         self._thread = threading.Thread(target=self._run, name="genai-owner", daemon=True)
         self.loaded = threading.Event()  # set once loading ended, well or not
@@ -122,11 +149,15 @@ class Scheduler:
     def call(self, fn: Callable[[LoadedModel], Any]) -> Future[Any]:
         """Run ``fn(model)`` on the owner thread between two steps; returns a future."""
         fut: Future[Any] = Future()
-        self._commands.put((fn, fut))
+        self._commands.put(_Call(fn, fut))
         return fut
 
-    def submit(self, job: Job) -> None:
-        self._commands.put(job)
+    def submit(self, prepare: Prepare[T]) -> Future[T]:
+        """Run ``prepare(model, strategy)`` on the owner thread; the jobs it returns wait for a
+        slot. The future gets its other result, or what it raised (then nothing is queued)."""
+        fut: Future[T] = Future()
+        self._commands.put(_Admit(prepare, fut))
+        return fut
 
     def stop(self, timeout: float | None = 10.0) -> None:
         self._commands.put(_Stop())
@@ -147,7 +178,7 @@ class Scheduler:
     # ---- the owner thread ----------------------------------------------------------------
     def _run(self) -> None:
         try:
-            self.model = self._loader(self._runtime)
+            self.model = self._loader(self._config)
             self.strategy = self._factory(self.model)
             log.info("scheduler strategy: %s", self.strategy.name)
         except BaseException as exc:  # reported through load_error; the thread ends
@@ -176,6 +207,7 @@ class Scheduler:
                 strategy.drop(job, "cancelled")
             self._active_ids = []
             strategy.close()
+            self._refuse_pending(ShuttingDown("The model is being unloaded."))
 
     def _expire(self, strategy: Strategy) -> None:
         now = time.perf_counter()
@@ -200,14 +232,34 @@ class Scheduler:
                 job.finish("error", str(exc))
 
     def _drain_after_failure(self, exc: BaseException) -> None:
+        while not isinstance(cmd := self._commands.get(), _Stop):
+            if cmd.future.set_running_or_notify_cancel():
+                cmd.future.set_exception(exc)
+
+    def _refuse_pending(self, exc: BaseException) -> None:
+        """Commands that arrived after the stop: nobody will run them."""
         while True:
-            cmd = self._commands.get()
-            if isinstance(cmd, _Stop):
+            try:
+                cmd = self._commands.get_nowait()
+            except queue.Empty:
                 return
-            if isinstance(cmd, Job):
-                cmd.finish("error", str(exc))
-            else:
-                cmd[1].set_exception(exc)
+            if not isinstance(cmd, _Stop) and cmd.future.set_running_or_notify_cancel():
+                cmd.future.set_exception(exc)
+
+    def _handle(self, cmd: _Admit | _Call) -> None:
+        if not cmd.future.set_running_or_notify_cancel():
+            return
+        assert self.model is not None and self.strategy is not None
+        try:
+            if isinstance(cmd, _Call):
+                cmd.future.set_result(cmd.fn(self.model))
+                return
+            result, jobs = cmd.prepare(self.model, self.strategy)
+        except BaseException as exc:
+            cmd.future.set_exception(exc)
+            return
+        self._waiting.extend(jobs)
+        cmd.future.set_result(result)
 
     def _take_commands(self, *, block: bool) -> bool:
         """Handle queued commands; False once asked to stop."""
@@ -218,15 +270,7 @@ class Scheduler:
         while True:
             if isinstance(cmd, _Stop):
                 return False
-            if isinstance(cmd, Job):
-                self._waiting.append(cmd)
-            else:
-                fn, fut = cmd
-                if fut.set_running_or_notify_cancel():
-                    try:
-                        fut.set_result(fn(self.model))
-                    except BaseException as exc:
-                        fut.set_exception(exc)
+            self._handle(cmd)
             try:
                 cmd = self._commands.get_nowait()
             except queue.Empty:

@@ -4,12 +4,15 @@ A stop string can span several tokens, so text that could be the start of a stop
 back until the next piece shows whether it really is one. When a stop string is found, the text
 before it is released, the stop string and everything after it are dropped, and ``matched`` says
 which stop string ended the text. The engine's own stop strings are not used: in 0.18 they need
-a dynamic-batching engine and do not trim the text after the match.
+a dynamic-batching engine and do not trim the text after the match. Matching runs on the owner
+thread as each token is made, so a sequence ends at the token that completes its stop string.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from backends.types import Delta, PlacedToken, TokenEvent
 
 
 class StopMatcher:
@@ -71,3 +74,41 @@ class StopMatcher:
                     longest = n
                     break
         return longest
+
+
+class VisibleText:
+    """One sequence's output as a client may see it: token pieces in, :class:`Delta` out.
+
+    Runs the stop matcher and keeps track of which tokens' text has been shown, so logprobs
+    are reported with the text they belong to. A stop string ends the sequence (``stopped``);
+    the tokens that show at least partly before it are reported, the rest are not.
+    """
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self._matcher = StopMatcher(stops)
+        self._waiting: list[PlacedToken] = []  # tokens whose text is (partly) held back
+        self._produced = 0  # characters of raw output so far
+
+    @property
+    def stopped(self) -> bool:
+        return self._matcher.matched is not None
+
+    def feed(self, event: TokenEvent) -> Delta:
+        if self.stopped:
+            return Delta("", event)
+        self._waiting.append(PlacedToken(event, self._produced))
+        self._produced += len(event.text)
+        text = self._matcher.feed(event.text)
+        shown = self._matcher.released
+        if self.stopped:
+            ready = [t for t in self._waiting if t.offset < shown]
+            self._waiting = []
+        else:
+            ready = [t for t in self._waiting if t.offset + len(t.event.text) <= shown]
+            self._waiting = self._waiting[len(ready) :]
+        return Delta(text, event, tuple(ready))
+
+    def flush(self) -> Delta:
+        """The held-back text and its tokens, once the sequence ended without a stop string."""
+        ready, self._waiting = tuple(self._waiting), []
+        return Delta(self._matcher.flush(), None, ready)

@@ -1,4 +1,4 @@
-"""Internal data exchanged with the generation loop."""
+"""Internal data exchanged between the doors, the core and the generation loop."""
 
 from __future__ import annotations
 
@@ -7,19 +7,21 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 FinishReason = Literal["stop", "length", "cancelled", "timeout", "error"]
+ChoiceFinish = Literal["stop", "length", "cancelled", "timeout"]  # "error" is raised instead
 GuidanceKind = Literal["json_schema", "regex", "lark_grammar"]
+
+SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int
 
 
 @dataclass(frozen=True)
-class GenerationParams:
-    """What to generate. ``temperature == 0`` means greedy decoding.
+class SamplingParams:
+    """How to pick tokens. ``temperature == 0`` means greedy decoding.
 
     ``repetition_penalty`` is the multiplicative (CTRL/HF) penalty the engine applies natively;
     ``presence_penalty``/``frequency_penalty`` are OpenAI's additive ones and ``logit_bias``
     OpenAI's per-token bias, applied to the logits by the scheduler.
     """
 
-    max_new_tokens: int
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k cut
@@ -38,12 +40,9 @@ class GenerationParams:
         return self.temperature == 0.0
 
     @property
-    def needs_logits(self) -> bool:
-        """Whether the scheduler must read (and maybe rewrite) logits each step."""
-        return bool(self.min_new_tokens or self.needs_logits_beyond_min_tokens)
-
-    @property
-    def needs_logits_beyond_min_tokens(self) -> bool:
+    def edits_logits(self) -> bool:
+        """Whether each step's logits must be read (and maybe rewritten) in Python, beyond
+        the EOS suppression of ``min_new_tokens`` that the engine can do natively."""
         return bool(
             self.presence_penalty
             or self.frequency_penalty
@@ -53,21 +52,56 @@ class GenerationParams:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class GenerationParams(SamplingParams):
+    """One sequence's sampling, with its planned length."""
+
+    max_new_tokens: int
+
+
+@dataclass(frozen=True)
+class Logprob:
+    token_id: int
+    token: str  # the token's own text
+    logprob: float
+
+
 @dataclass(frozen=True)
 class TokenEvent:
     """One generated token; ``text`` is the decoded piece it completes (may be empty)."""
 
     token_id: int
     text: str
-    logprob: float | None = None
-    top_logprobs: tuple[tuple[int, float], ...] = ()
+    logprob: Logprob | None = None  # when logprobs were asked for
+    top_logprobs: tuple[Logprob, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlacedToken:
+    event: TokenEvent
+    offset: int  # where the token's text starts in the choice's output
+
+
+@dataclass(frozen=True)
+class Delta:
+    """What one sequence adds to its visible output at one step.
+
+    ``text`` is newly visible text: stop strings are already trimmed, and text that could start
+    one is held back until it is known not to. ``token`` is the token generated at this step
+    (``None`` for the held-back text released when the sequence ends); ``ready`` are the tokens
+    whose text became visible with it, for logprobs.
+    """
+
+    text: str
+    token: TokenEvent | None
+    ready: tuple[PlacedToken, ...] = ()
 
 
 @dataclass(frozen=True)
 class Usage:
     prompt_tokens: int
     completion_tokens: int
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens whose KV cache was reused
 
 
 @dataclass(frozen=True)
@@ -80,7 +114,7 @@ class FinishEvent:
 
 @dataclass
 class PreparedPrompt:
-    """A rendered, tokenized prompt ready for the scheduler."""
+    """A rendered, tokenized prompt."""
 
     text: str
     token_ids: list[int] = field(repr=False)

@@ -1,4 +1,5 @@
-"""Start ``main_genai.py`` as a subprocess on a free port and stop it again."""
+"""Real server processes (``main_genai.py``) on free ports: the one helper the benchmark and
+the live tests share to start, poll and stop a server."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import httpx
 
-from bench.models import ROOT
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
@@ -24,21 +27,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def clean_env(**env: str) -> dict[str, str]:
+    """This process's environment without its GENAI_* settings, plus ``env``."""
+    merged = {k: v for k, v in os.environ.items() if not k.upper().startswith("GENAI_")}
+    merged.update(env)
+    return merged
+
+
 def server_settings_fields() -> set[str]:
-    """Environment names the server's Settings accept (unknown GENAI_* names are ignored)."""
+    """Environment names the server's settings accept."""
     sys.path.insert(0, str(ROOT))
     try:
-        from schemas.settings import Settings
+        from schemas.settings import env_names
     finally:
         sys.path.remove(str(ROOT))
-    names: set[str] = set()
-    for name, info in Settings.model_fields.items():
-        names.add(name.upper())
-        alias = info.validation_alias
-        for choice in getattr(alias, "choices", []) or []:
-            if isinstance(choice, str):
-                names.add(choice.upper())
-    return names
+    return set(env_names())
 
 
 @dataclass
@@ -46,6 +49,8 @@ class ServerProcess:
     name: str
     env: dict[str, str]
     port: int = field(default_factory=free_port)
+    args: list[str] = field(default_factory=list)
+    log_level: str = "warning"
     proc: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     error: str | None = None
@@ -55,11 +60,15 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GENAI_")}
-        env.update(self.env, PORT=str(self.port), HOST="127.0.0.1", LOG_LEVEL="warning")
+        env = clean_env(**self.env, PORT=str(self.port), HOST="127.0.0.1")
+        env.setdefault("LOG_LEVEL", self.log_level)
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [sys.executable, "main_genai.py"], cwd=ROOT, env=env, stdout=self.log, stderr=self.log
+            [sys.executable, "main_genai.py", *self.args],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=self.log,
         )
 
     def wait_ready(self, timeout: float = 180.0) -> bool:
@@ -79,7 +88,7 @@ class ServerProcess:
                     return False
             except (httpx.HTTPError, ValueError):
                 pass
-            time.sleep(0.2)
+            time.sleep(0.1)
         self.error = "not healthy in time"
         return False
 
@@ -95,6 +104,15 @@ class ServerProcess:
         except (httpx.HTTPError, ValueError, KeyError):
             return set()
 
+    def terminate(self) -> None:
+        """SIGTERM: the server drains, then exits."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -106,6 +124,21 @@ class ServerProcess:
         if self.log is not None:
             self.log.close()
             self.log = None
+
+
+@contextmanager
+def live_server(
+    *args: str, timeout: float = 60.0, log_level: str = "warning", **env: str
+) -> Iterator[ServerProcess]:
+    """A started, healthy server (flags ``args``, settings ``env``), stopped afterwards."""
+    server = ServerProcess("live", env, args=list(args), log_level=log_level)
+    server.start()
+    try:
+        if not server.wait_ready(timeout):
+            raise RuntimeError(f"server did not start: {server.error}")
+        yield server
+    finally:
+        server.stop()
 
 
 def start_all(servers: list[ServerProcess]) -> list[ServerProcess]:

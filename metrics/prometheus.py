@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-if TYPE_CHECKING:
-    from backends.service import Generation
+from backends.handle import FinishedChoice
 
 log = logging.getLogger("genai.requests")
 
@@ -98,15 +96,12 @@ class ServerMetrics:
     def on_rejected(self) -> None:
         self.rejected.inc()
 
-    def on_token(self, gen: Generation) -> None:
-        if gen.timer.last_gap is not None:
-            self.itl.observe(gen.timer.last_gap)
+    def on_token(self, gap: float | None) -> None:
+        if gap is not None:
+            self.itl.observe(gap)
 
-    def on_finished(self, gen: Generation) -> None:
-        finish = gen.finish
-        if finish is None:
-            return
-        m = gen.metrics()
+    def on_finished(self, choice: FinishedChoice) -> None:
+        finish, m = choice.finish, choice.metrics
         self.finished.labels(finish.reason).inc()
         if finish.reason in ("cancelled", "timeout"):
             self.cancelled.inc()
@@ -123,7 +118,7 @@ class ServerMetrics:
             json.dumps(
                 {
                     "event": "request_finished",
-                    "request_id": gen.id,
+                    "request_id": choice.id,
                     "finish_reason": finish.reason,
                     "prompt_tokens": finish.usage.prompt_tokens,
                     "cached_tokens": finish.usage.cached_tokens,

@@ -33,9 +33,9 @@ class RequestMetrics:
 
 
 class RequestTimer:
-    def __init__(self, clock: Clock = time.perf_counter) -> None:
+    def __init__(self, clock: Clock = time.perf_counter, accepted: float | None = None) -> None:
         self._clock = clock
-        self.accepted = clock()
+        self.accepted = clock() if accepted is None else accepted
         self.first_token: float | None = None
         self.last_token: float | None = None
         self.output_tokens = 0

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from schemas.errors import error_body
-from schemas.settings import Settings
+from schemas.settings import ServerSettings
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc"})
 OPENAPI_PATH = "/openapi.json"
@@ -28,7 +28,7 @@ def split_csv(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
-def api_keys(settings: Settings) -> list[str]:
+def api_keys(settings: ServerSettings) -> list[str]:
     return split_csv(settings.api_key.get_secret_value() if settings.api_key else None)
 
 
@@ -105,7 +105,7 @@ def _document_bearer_auth(app: FastAPI) -> Callable[[], dict[str, Any]]:
     return openapi
 
 
-def install_auth_and_cors(app: FastAPI, settings: Settings) -> None:
+def install_auth_and_cors(app: FastAPI, settings: ServerSettings) -> None:
     keys = api_keys(settings)
     if keys:
         app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=OPEN_PATHS | {OPENAPI_PATH})

@@ -1,4 +1,4 @@
-"""Typed dependencies shared by the routers."""
+"""Typed dependencies shared by the routers, and the documented error responses."""
 
 from __future__ import annotations
 
@@ -25,5 +25,11 @@ ServiceDep = Annotated[InferenceService, Depends(get_service)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 404, 500, 503)
+    400: {"model": ErrorResponse, "description": "Invalid request, or context length exceeded"},
+    401: {"model": ErrorResponse, "description": "Missing or invalid API key (if one is set)"},
+    404: {"model": ErrorResponse, "description": "Unknown model"},
+    429: {"model": ErrorResponse, "description": "At capacity; retry after `Retry-After`"},
+    500: {"model": ErrorResponse, "description": "Generation failed"},
+    503: {"model": ErrorResponse, "description": "The model is not ready, or shutting down"},
+    504: {"model": ErrorResponse, "description": "GENAI_REQUEST_TIMEOUT exceeded"},
 }

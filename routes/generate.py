@@ -1,37 +1,37 @@
-"""The seed's raw-completion route: POST /generate."""
+"""The raw-completion route of the original OnnxTextGenerator server: POST /generate."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from backends.errors import RequestTimedOut
-from metrics.timing import RequestTimer
+from backends.request import GenerationRequest, TextPrompt
 from routes.cancellation import unless_disconnected
-from routes.deps import ServiceDep
+from routes.convert import sampling_params
+from routes.deps import ERROR_RESPONSES, ServiceDep
 from routes.middleware import request_id
-from routes.openai import ERRORS
 from schemas.generate import GenerateRequest, GenerateResponse
 
 router = APIRouter(tags=["generate"])
 
 
-@router.post("/generate", response_model=GenerateResponse, responses=ERRORS)
+@router.post("/generate", response_model=GenerateResponse, responses=ERROR_RESPONSES)
 async def generate(
     body: GenerateRequest, service: ServiceDep, request: Request
 ) -> GenerateResponse:
-    timer = RequestTimer()
-    service.check_admission()
-    prompt = await service.prepare_text(body.prompt)
-    params = service.plan(prompt, max_tokens=body.max_new_tokens, temperature=body.temperature)
-    gen = service.generate(prompt, params, timer, request_id=request_id(request))
-    result = await unless_disconnected(request, service.complete(gen))
-    if result.finish.reason == "timeout":
-        raise RequestTimedOut(
-            f"The request exceeded GENAI_REQUEST_TIMEOUT after {result.metrics.output_tokens} "
-            "tokens; nothing is returned rather than a silently cut answer."
-        )
+    core = GenerationRequest(
+        TextPrompt(body.prompt),
+        sampling_params(body),
+        max_tokens=body.max_new_tokens,
+        stop=body.stop_list,
+        model=body.model,
+        request_id=request_id(request),
+        param_names={"max_tokens": "max_new_tokens"},
+    )
+    handle = await service.submit(core)
+    [choice] = (await unless_disconnected(request, handle.result())).choices
     return GenerateResponse(
-        generated_text=result.text,
-        tokens_generated=result.finish.usage.completion_tokens,
-        finish_reason="length" if result.finish.reason == "length" else "stop",
+        generated_text=choice.text,
+        tokens_generated=choice.completion_tokens,
+        # "cancelled" only reaches a client that is gone, or one an admin cancelled.
+        finish_reason="stop" if choice.finish_reason == "cancelled" else choice.finish_reason,
     )

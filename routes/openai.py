@@ -6,8 +6,6 @@ JSON or SSE. The logic lives in routes/openai_serving.py.
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -16,12 +14,11 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from sse_starlette import EventSourceResponse
 
-from backends.errors import GenAIError
 from routes import openai_serving as serving
 from routes.cancellation import unless_disconnected
-from routes.deps import ServiceDep, SettingsDep
+from routes.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
 from routes.middleware import request_id
-from schemas.errors import ErrorResponse, error_body
+from routes.sse import event_stream
 from schemas.openai import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -32,19 +29,7 @@ from schemas.openai import (
     ModelList,
 )
 
-log = logging.getLogger("genai.openai")
-
 router = APIRouter(prefix="/v1", tags=["openai"])
-
-ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorResponse, "description": "Invalid request, or context length exceeded"},
-    401: {"model": ErrorResponse, "description": "Missing or invalid API key (if one is set)"},
-    404: {"model": ErrorResponse, "description": "Unknown model"},
-    429: {"model": ErrorResponse, "description": "At capacity; retry after `Retry-After`"},
-    500: {"model": ErrorResponse, "description": "Generation failed"},
-    503: {"model": ErrorResponse, "description": "The model is not ready, or shutting down"},
-    504: {"model": ErrorResponse, "description": "GENAI_REQUEST_TIMEOUT exceeded"},
-}
 
 
 def _with_stream(chunk: type[BaseModel], what: str) -> dict[int | str, dict[str, Any]]:
@@ -56,22 +41,13 @@ def _with_stream(chunk: type[BaseModel], what: str) -> dict[int | str, dict[str,
             "text/event-stream": {"schema": {"$ref": f"#/components/schemas/{chunk.__name__}"}}
         },
     }
-    return {200: stream, **ERRORS}
+    return {200: stream, **ERROR_RESPONSES}
 
 
-async def sse_events(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[dict[str, str]]:
-    try:
-        async for chunk in chunks:
-            yield {"data": chunk.model_dump_json()}
-    except GenAIError as exc:
-        body = error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)
-        yield {"data": json.dumps(body)}
-        return
-    except Exception:
-        log.exception("stream failed")
-        yield {"data": json.dumps(error_body("Internal server error.", "server_error"))}
-        return
-    yield {"data": "[DONE]"}
+async def _payloads(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[str]:
+    async for chunk in chunks:
+        yield chunk.model_dump_json()
+    yield "[DONE]"
 
 
 @router.post(
@@ -83,11 +59,11 @@ async def sse_events(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[dict[str
 async def chat_completions(
     body: ChatCompletionRequest, service: ServiceDep, settings: SettingsDep, request: Request
 ) -> ChatCompletion | EventSourceResponse:
-    run = await serving.start_chat(service, body, request_id(request))
+    handle = await service.submit(serving.chat_request(body, request_id(request)))
     if body.stream:
-        chunks = serving.chat_chunks(service, run)
-        return EventSourceResponse(sse_events(chunks), ping=settings.sse_ping)
-    return await unless_disconnected(request, serving.chat_response(service, run))
+        chunks = serving.chat_chunks(handle, body)
+        return event_stream(_payloads(chunks), settings.server.sse_ping)
+    return await unless_disconnected(request, serving.chat_response(handle, body))
 
 
 @router.post(
@@ -99,21 +75,21 @@ async def chat_completions(
 async def completions(
     body: CompletionRequest, service: ServiceDep, settings: SettingsDep, request: Request
 ) -> Completion | EventSourceResponse:
-    run = await serving.start_completion(service, body, request_id(request))
+    handle = await service.submit(serving.completion_request(body, request_id(request)))
     if body.stream:
-        chunks = serving.completion_chunks(service, run)
-        return EventSourceResponse(sse_events(chunks), ping=settings.sse_ping)
-    return await unless_disconnected(request, serving.completion_response(service, run))
+        chunks = serving.completion_chunks(handle, body)
+        return event_stream(_payloads(chunks), settings.server.sse_ping)
+    return await unless_disconnected(request, serving.completion_response(handle, body))
 
 
-@router.get("/models", response_model=ModelList, responses={401: ERRORS[401]})
+@router.get("/models", response_model=ModelList, responses={401: ERROR_RESPONSES[401]})
 async def list_models(service: ServiceDep) -> ModelList:
     return serving.model_list(service)
 
 
-@router.get("/models/{model_id}", response_model=ModelCard, responses=ERRORS)
+@router.get("/models/{model_id}", response_model=ModelCard, responses=ERROR_RESPONSES)
 async def get_model(model_id: str, service: ServiceDep) -> ModelCard:
-    service.check_model_name(model_id)
+    service.check_model(model_id)
     return serving.model_card(service)
 
 

@@ -6,57 +6,24 @@ API key when one is configured.
 
 from __future__ import annotations
 
-import time
+from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
 
-from backends.errors import GenAIError, InvalidRequest
+from backends.errors import InvalidRequest, RequestNotFound
 from routes.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from schemas.ops import (
+    CancelResult,
+    InflightList,
+    InflightRequest,
+    ProfilingRequest,
+    ProfilingState,
+    Readiness,
+)
 
 router = APIRouter()
-
-
-class Readiness(BaseModel):
-    status: Literal["ready", "loading", "draining", "error"]
-    scheduler: str | None = None
-
-
-class InflightRequest(BaseModel):
-    id: str
-    state: Literal["running", "waiting"]
-    prompt_tokens: int
-    generated_tokens: int
-    age_seconds: float
-
-
-class InflightList(BaseModel):
-    data: list[InflightRequest]
-
-
-class CancelResult(BaseModel):
-    id: str
-    cancelled: bool
-
-
-class ProfilingRequest(BaseModel):
-    enabled: bool = Field(description="true: write one ORT profile JSON per model step")
-
-
-class ProfilingState(BaseModel):
-    enabled: bool
-    directory: str
-    prefix: str | None = None
-    kept_files: int
-
-
-class RequestNotFound(GenAIError):
-    status_code = 404
-    error_type = "invalid_request_error"
-    code = "request_not_found"
 
 
 @router.get(
@@ -86,20 +53,8 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/admin/requests", response_model=InflightList, tags=["admin"])
 async def list_requests(service: ServiceDep) -> InflightList:
-    running = set(service.scheduler.active_job_ids())
-    now = time.perf_counter()
-    return InflightList(
-        data=[
-            InflightRequest(
-                id=gen.id,
-                state="running" if gen.id in running else "waiting",
-                prompt_tokens=len(gen.prompt),
-                generated_tokens=gen.job.generated if gen.job else 0,
-                age_seconds=now - gen.timer.accepted,
-            )
-            for gen in list(service.inflight.values())
-        ]
-    )
+    stats = service.stats()
+    return InflightList(data=[InflightRequest(**asdict(r)) for r in stats.requests])
 
 
 @router.post(
@@ -128,13 +83,13 @@ def _prune(directory: Path, keep: int) -> int:
     "/admin/profiling", response_model=ProfilingState, responses=ERROR_RESPONSES, tags=["admin"]
 )
 async def profiling(
-    body: ProfilingRequest, service: ServiceDep, settings: SettingsDep, request: Request
+    body: ProfilingRequest, service: ServiceDep, settings: SettingsDep
 ) -> ProfilingState:
     """Turn onnxruntime profiling on or off for the model's steps (generator scheduler).
 
     Files go to ``GENAI_PROFILE_DIR``; beyond ``GENAI_PROFILE_MAX_FILES`` the oldest are
     deleted at every toggle."""
-    directory = settings.profile_dir.resolve()
+    directory = settings.server.profile_dir.resolve()
     prefix = str(directory / "ort") if body.enabled else None
     if body.enabled:
         directory.mkdir(parents=True, exist_ok=True)
@@ -142,8 +97,7 @@ async def profiling(
         await service.set_profiling(prefix)
     except NotImplementedError as exc:
         raise InvalidRequest(str(exc), param="enabled") from None
-    request.app.state.profiling = prefix
-    kept = _prune(directory, settings.profile_max_files) if directory.exists() else 0
+    kept = _prune(directory, settings.server.profile_max_files) if directory.exists() else 0
     return ProfilingState(
         enabled=body.enabled, directory=str(directory), prefix=prefix, kept_files=kept
     )

@@ -1,4 +1,4 @@
-"""The seed's raw-completion interface: POST /generate (no chat template)."""
+"""POST /generate bodies: raw text continued as is (no chat template)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.common import SamplingFields
 
-class GenerateRequest(BaseModel):
+
+class GenerateRequest(SamplingFields):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={"examples": [{"prompt": "Once upon a time", "max_new_tokens": 32}]},
@@ -23,4 +25,7 @@ class GenerateRequest(BaseModel):
 class GenerateResponse(BaseModel):
     generated_text: str
     tokens_generated: int
-    finish_reason: Literal["stop", "length"]
+    finish_reason: Literal["stop", "length", "timeout"] = Field(
+        description="`stop`: EOS or a stop string; `length`: max_new_tokens reached; "
+        "`timeout`: GENAI_REQUEST_TIMEOUT cut the text, which is returned as far as it got."
+    )

@@ -6,7 +6,6 @@ that sending them is a 400 naming the field and saying why, instead of a silent 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -21,11 +20,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from schemas.chat import ChatMetrics
+from schemas.common import ChatMessage, SamplingFields, TimingMetrics
 
-SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int
 MAX_N = 16
-MAX_STOPS = 4
 
 
 def _refuse(why: str) -> PydanticCustomError:
@@ -85,67 +82,16 @@ ResponseFormat = Annotated[
 ]
 
 
-class SamplingFields(BaseModel):
-    """The sampling surface shared by both endpoints."""
+class OpenAIFields(SamplingFields):
+    """The sampling surface plus what both OpenAI endpoints add to it."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    model: str | None = Field(None, description="The served model name; omit for the default.")
-    temperature: float = Field(1.0, ge=0.0, le=2.0, description="0 means greedy decoding.")
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    top_k: int = Field(0, ge=0, description="Extension. 0 disables the top-k cut.")
     n: int = Field(1, ge=1, le=MAX_N, description="Choices to generate (seed + i for choice i).")
     max_tokens: int | None = Field(
         None, gt=0, description="Tokens to generate at most; default GENAI_DEFAULT_MAX_TOKENS."
     )
-    min_tokens: int = Field(0, ge=0, description="Extension. EOS is suppressed until then.")
-    stop: str | list[str] | None = Field(
-        None,
-        description=f"Up to {MAX_STOPS} strings; the text ends before the first one, "
-        "which is not returned.",
-    )
-    seed: int | None = Field(None, ge=0, le=SEED_MAX, description="Same seed, same output.")
-    repetition_penalty: float = Field(
-        1.0, gt=0.0, le=2.0, description="Extension: multiplicative (HF/CTRL) penalty; 1 = off."
-    )
-    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
-    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
-    logit_bias: dict[str, float] | None = Field(
-        None, description='Token id (as a string) → bias in [-100, 100], e.g. {"50256": -100}.'
-    )
     stream: bool = False
     stream_options: StreamOptions | None = Field(None, description="Only with `stream: true`.")
     user: str | None = Field(None, description="Accepted for compatibility; not used.")
-
-    @field_validator("stop")
-    @classmethod
-    def _stops(cls, value: str | list[str] | None) -> list[str] | None:
-        stops = [value] if isinstance(value, str) else value
-        if stops is None:
-            return None
-        if len(stops) > MAX_STOPS:
-            raise PydanticCustomError(
-                "too_many_stops", "at most {n} stop strings", {"n": MAX_STOPS}
-            )
-        if any(not s for s in stops):
-            raise PydanticCustomError("empty_stop", "stop strings must not be empty")
-        return stops
-
-    @field_validator("logit_bias")
-    @classmethod
-    def _bias(cls, value: dict[str, float] | None) -> dict[str, float] | None:
-        for key, bias in (value or {}).items():
-            if not key.strip().isdigit():
-                raise PydanticCustomError(
-                    "bad_token_id",
-                    "keys must be token ids (non-negative integers), got '{key}'",
-                    {"key": key},
-                )
-            if not -100.0 <= bias <= 100.0:
-                raise PydanticCustomError(
-                    "bad_bias", "biases must be in [-100, 100], got {bias}", {"bias": bias}
-                )
-        return value
 
     @field_validator("stream_options")
     @classmethod
@@ -156,60 +102,12 @@ class SamplingFields(BaseModel):
             raise PydanticCustomError("needs_stream", "only allowed with stream: true")
         return value
 
-    def token_bias(self) -> dict[int, float] | None:
-        return {int(k): v for k, v in self.logit_bias.items()} if self.logit_bias else None
-
     @property
-    def stop_list(self) -> list[str]:
-        # The validator turned a single string into a list.
-        return list(self.stop or [])
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
 
 
 # ---- chat ----------------------------------------------------------------------------------
-class TextPart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["text"]
-    text: str
-
-
-def _content_part(value: Any) -> Any:
-    if isinstance(value, dict) and value.get("type") != "text":
-        raise PydanticCustomError(
-            "unsupported_part",
-            "content part type '{type}' is not supported: this model takes text only",
-            {"type": value.get("type")},
-        )
-    return value
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    role: Literal["system", "developer", "user", "assistant", "tool"] = Field(
-        description="`developer` is treated as `system`."
-    )
-    content: str | list[TextPart] = Field(
-        description="A string, or a list of text parts (joined with newlines)."
-    )
-
-    @field_validator("content", mode="before")
-    @classmethod
-    def _parts(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [_content_part(p) for p in value]
-        return value
-
-    def as_template_message(self) -> dict[str, str]:
-        text = (
-            self.content
-            if isinstance(self.content, str)
-            else "\n".join(p.text for p in self.content)
-        )
-        role = "system" if self.role == "developer" else self.role
-        return {"role": role, "content": text}
-
-
 _NO_TOOLS = "this server does not do tool or function calling"
 _CHAT_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "tools": (_NO_TOOLS, lambda v: not v),
@@ -223,7 +121,7 @@ _CHAT_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 
 
-class ChatCompletionRequest(SamplingFields):
+class ChatCompletionRequest(OpenAIFields):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
@@ -280,23 +178,19 @@ class ChatCompletionRequest(SamplingFields):
     def token_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 
-    def guidance(self) -> tuple[Literal["json_schema"], str] | None:
-        return guidance_for(self.response_format)
+    @property
+    def token_limit_name(self) -> str:
+        return "max_completion_tokens" if self.max_completion_tokens else "max_tokens"
 
-
-def guidance_for(
-    fmt: ResponseFormatText | ResponseFormatJsonObject | ResponseFormatJsonSchema | None,
-) -> tuple[Literal["json_schema"], str] | None:
-    """The engine's guidance for a response_format (llguidance JSON schema), or None."""
-    if fmt is None or isinstance(fmt, ResponseFormatText):
+    @property
+    def json_schema(self) -> dict[str, Any] | None:
+        """The schema the output must match, when ``response_format`` asks for JSON."""
+        fmt = self.response_format
+        if isinstance(fmt, ResponseFormatJsonSchema):
+            return fmt.json_schema.schema_ or {"type": "object"}
+        if isinstance(fmt, ResponseFormatJsonObject):
+            return {"type": "object"}
         return None
-    schema: dict[str, Any] = (
-        dict(fmt.json_schema.schema_) if isinstance(fmt, ResponseFormatJsonSchema) else {}
-    )
-    schema = schema or {"type": "object"}
-    # Free whitespace lets a weak model loop on spaces forever; keep the JSON compact.
-    schema.setdefault("x-guidance", {"whitespace_flexible": False})
-    return ("json_schema", json.dumps(schema))
 
 
 # ---- completions ---------------------------------------------------------------------------
@@ -307,7 +201,7 @@ _COMPLETION_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 
 
-class CompletionRequest(SamplingFields):
+class CompletionRequest(OpenAIFields):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
@@ -400,7 +294,7 @@ class ChatCompletion(BaseModel):
     choices: list[ChatChoice]
     usage: UsageInfo
     system_fingerprint: str | None = None
-    metrics: ChatMetrics = Field(description=METRICS_DESCRIPTION)
+    metrics: TimingMetrics = Field(description=METRICS_DESCRIPTION)
 
 
 class ChatDelta(BaseModel):
@@ -429,7 +323,7 @@ class ChatCompletionChunk(BaseModel):
     choices: list[ChatChunkChoice]
     usage: UsageInfo | None = Field(None, description="Only on the `include_usage` chunk.")
     system_fingerprint: str | None = None
-    metrics: ChatMetrics | None = Field(None, description=METRICS_DESCRIPTION)
+    metrics: TimingMetrics | None = Field(None, description=METRICS_DESCRIPTION)
 
 
 class CompletionLogprobs(BaseModel):
@@ -454,7 +348,7 @@ class Completion(BaseModel):
     choices: list[CompletionChoice]
     usage: UsageInfo | None = None
     system_fingerprint: str | None = None
-    metrics: ChatMetrics | None = Field(None, description=METRICS_DESCRIPTION)
+    metrics: TimingMetrics | None = Field(None, description=METRICS_DESCRIPTION)
 
 
 class ModelCard(BaseModel):

@@ -1,95 +1,118 @@
-"""The one settings object: read from the environment and `.env`, validated at start."""
+"""Settings, in two parts, read from the environment and `.env`, validated at start.
+
+- :class:`ModelSettings`: what is served and how it runs (folder, name, device, threads, max
+  length, scheduler, cache);
+- :class:`ServerSettings`: how it is served (bind address, workers, auth, CORS, limits).
+
+Every field has one environment name (``GENAI_*``, or the original ``HOST``/``PORT``/...) and a
+description; the command line (``schemas/cli.py``), ``.env.example`` and the README's table are
+derived from or checked against these fields.
+"""
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from dotenv import dotenv_values
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from backends.runtime import RuntimeConfig
-from backends.service import ServiceConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_MODEL_DIR = REPO_ROOT / "models" / "demo-llama"
+ENV_FILE = ".env"
 
+# Tied to backends.providers.PROVIDERS and backends.config.SCHEDULERS by tests/test_settings.py
+# (schemas/ may not import backends/).
 Device = Literal["auto", "cpu", "cuda", "directml", "coreml", "webgpu", "openvino", "qnn"]
+SchedulerName = Literal["auto", "generator", "engine"]
 
 
-def _env(name: str, field: str) -> AliasChoices:
-    # Accept the documented environment name and the Python field name (for tests/CLI).
-    return AliasChoices(name, field)
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (cgroup/affinity aware where the OS tells)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS, Windows
-        return max(1, os.cpu_count() or 1)
-
-
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+def _setting(default: Any, env: str, field: str, description: str, **kw: Any) -> Any:
+    """A field read from ``env`` (or, when given by name, ``field``)."""
+    return Field(
+        default,
+        validation_alias=AliasChoices(env, field),
+        description=description,
+        **kw,
     )
 
-    model_dir: Path = Field(DEMO_MODEL_DIR, validation_alias=_env("GENAI_MODEL_DIR", "model_dir"))
-    model_name: str = Field(
-        "onnx-genai", min_length=1, validation_alias=_env("GENAI_MODEL_NAME", "model_name")
-    )
-    device: Device = Field("auto", validation_alias=_env("GENAI_DEVICE", "device"))
-    max_length: int | None = Field(
-        None, gt=0, validation_alias=_env("GENAI_MAX_LENGTH", "max_length")
-    )
-    default_max_tokens: int = Field(
-        256, gt=0, validation_alias=_env("GENAI_DEFAULT_MAX_TOKENS", "default_max_tokens")
-    )
-    intra_op_threads: int | None = Field(
-        None, ge=1, validation_alias=_env("GENAI_INTRA_OP_THREADS", "intra_op_threads")
-    )
-    prefill_chunk: int = Field(
-        256, ge=16, validation_alias=_env("GENAI_PREFILL_CHUNK", "prefill_chunk")
-    )
-    scheduler: Literal["auto", "generator", "engine"] = Field(
-        "auto", validation_alias=_env("GENAI_SCHEDULER", "scheduler")
-    )
-    max_concurrency: int = Field(
-        8, ge=1, validation_alias=_env("GENAI_MAX_CONCURRENCY", "max_concurrency")
-    )
-    max_queue: int = Field(64, ge=0, validation_alias=_env("GENAI_MAX_QUEUE", "max_queue"))
-    cache_sequences: int = Field(
-        4, ge=0, validation_alias=_env("GENAI_CACHE_SEQUENCES", "cache_sequences")
-    )
-    request_timeout: float | None = Field(
-        None, gt=0, validation_alias=_env("GENAI_REQUEST_TIMEOUT", "request_timeout")
-    )
-    shutdown_timeout: float = Field(
-        30.0, ge=0, validation_alias=_env("GENAI_SHUTDOWN_TIMEOUT", "shutdown_timeout")
-    )
-    sse_ping: float = Field(15.0, gt=0, validation_alias=_env("GENAI_SSE_PING", "sse_ping"))
-    profile_dir: Path = Field(
-        Path("profiles"), validation_alias=_env("GENAI_PROFILE_DIR", "profile_dir")
-    )
-    profile_max_files: int = Field(
-        50, ge=1, validation_alias=_env("GENAI_PROFILE_MAX_FILES", "profile_max_files")
-    )
-    host: str = Field("127.0.0.1", validation_alias=_env("HOST", "host"))
-    port: int = Field(8002, ge=1, le=65535, validation_alias=_env("PORT", "port"))
-    reload: bool = Field(False, validation_alias=_env("RELOAD", "reload"))
-    workers: int = Field(1, ge=1, validation_alias=_env("WORKERS", "workers"))
-    log_level: Literal["critical", "error", "warning", "info", "debug"] = Field(
-        "info", validation_alias=_env("LOG_LEVEL", "log_level")
-    )
-    # Comma-separated lists. No API key: every route is open. No origins: no CORS at all.
-    api_key: SecretStr | None = Field(None, validation_alias=_env("GENAI_API_KEY", "api_key"))
-    cors_origins: str = Field("", validation_alias=_env("GENAI_CORS_ORIGINS", "cors_origins"))
 
-    @field_validator("device", "log_level", mode="before")
+_CONFIG = SettingsConfigDict(
+    env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+)
+
+
+class ModelSettings(BaseSettings):
+    model_config = _CONFIG
+
+    model_dir: Path = _setting(
+        DEMO_MODEL_DIR, "GENAI_MODEL_DIR", "model_dir", "Model folder (genai_config.json, ...)."
+    )
+    model_name: str = _setting(
+        "onnx-genai",
+        "GENAI_MODEL_NAME",
+        "model_name",
+        "Name the model is served under; a request naming another model gets 404.",
+        min_length=1,
+    )
+    device: Device = _setting(
+        "auto",
+        "GENAI_DEVICE",
+        "device",
+        "Execution provider: auto (CUDA, then DirectML, then CoreML, then CPU), cpu, cuda, "
+        "directml, coreml, webgpu, openvino or qnn.",
+    )
+    max_length: int | None = _setting(
+        None,
+        "GENAI_MAX_LENGTH",
+        "max_length",
+        "Tokens per sequence (prompt + generated); unset: the model's context length.",
+        gt=0,
+    )
+    intra_op_threads: int | None = _setting(
+        None,
+        "GENAI_INTRA_OP_THREADS",
+        "intra_op_threads",
+        "onnxruntime intra-op threads (CPU); unset: every CPU this process may use.",
+        ge=1,
+    )
+    prefill_chunk: int = _setting(
+        256,
+        "GENAI_PREFILL_CHUNK",
+        "prefill_chunk",
+        "Prompt tokens prefilled per scheduler step.",
+        ge=16,
+    )
+    scheduler: SchedulerName = _setting(
+        "auto",
+        "GENAI_SCHEDULER",
+        "scheduler",
+        "auto (engine for dynamic-batching models, else generator), generator or engine.",
+    )
+    cache_sequences: int = _setting(
+        4,
+        "GENAI_CACHE_SEQUENCES",
+        "cache_sequences",
+        "Finished sequences kept for prefix reuse (LRU); 0 disables reuse.",
+        ge=0,
+    )
+
+    @field_validator("device", mode="before")
     @classmethod
-    def _lower(cls, value: object) -> object:
+    def _device(cls, value: object) -> object:
         if isinstance(value, str):
             value = value.strip().lower()
             return "directml" if value == "dml" else value
@@ -100,33 +123,139 @@ class Settings(BaseSettings):
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
 
+
+class ServerSettings(BaseSettings):
+    model_config = _CONFIG
+
+    host: str = _setting("127.0.0.1", "HOST", "host", "Address to bind.")
+    port: int = _setting(8002, "PORT", "port", "Port to bind.", ge=1, le=65535)
+    reload: bool = _setting(
+        False, "RELOAD", "reload", "Auto-reload on code changes (development; one worker)."
+    )
+    workers: int = _setting(
+        1, "WORKERS", "workers", "Worker processes, each with its own copy of the model.", ge=1
+    )
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = _setting(
+        "info", "LOG_LEVEL", "log_level", "critical, error, warning, info or debug."
+    )
+    api_key: SecretStr | None = _setting(
+        None,
+        "GENAI_API_KEY",
+        "api_key",
+        "API keys, comma-separated; requests then need `Authorization: Bearer <key>`.",
+    )
+    cors_origins: str = _setting(
+        "",
+        "GENAI_CORS_ORIGINS",
+        "cors_origins",
+        "Browser origins allowed to call the API, comma-separated, or *; empty: no CORS.",
+    )
+    default_max_tokens: int = _setting(
+        256,
+        "GENAI_DEFAULT_MAX_TOKENS",
+        "default_max_tokens",
+        "max_tokens when a request gives none (reduced to the room the context leaves).",
+        gt=0,
+    )
+    max_concurrency: int = _setting(
+        8,
+        "GENAI_MAX_CONCURRENCY",
+        "max_concurrency",
+        "Sequences generating at once; more wait in arrival order.",
+        ge=1,
+    )
+    max_queue: int = _setting(
+        64,
+        "GENAI_MAX_QUEUE",
+        "max_queue",
+        "Sequences allowed to wait; beyond running + waiting: 429 with Retry-After.",
+        ge=0,
+    )
+    request_timeout: float | None = _setting(
+        None,
+        "GENAI_REQUEST_TIMEOUT",
+        "request_timeout",
+        "Seconds a request may take in all, queue included; unset: no limit.",
+        gt=0,
+    )
+    shutdown_timeout: float = _setting(
+        30.0,
+        "GENAI_SHUTDOWN_TIMEOUT",
+        "shutdown_timeout",
+        "Seconds in-flight requests get to finish after SIGTERM before they are cancelled.",
+        ge=0,
+    )
+    sse_ping: float = _setting(
+        15.0, "GENAI_SSE_PING", "sse_ping", "Seconds between keep-alive comments.", gt=0
+    )
+    profile_dir: Path = _setting(
+        Path("profiles"), "GENAI_PROFILE_DIR", "profile_dir", "Where ORT profiles are written."
+    )
+    profile_max_files: int = _setting(
+        50, "GENAI_PROFILE_MAX_FILES", "profile_max_files", "ORT profile files kept.", ge=1
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
     @model_validator(mode="after")
-    def _reload_means_one_worker(self) -> Settings:
+    def _reload_means_one_worker(self) -> ServerSettings:
         # uvicorn's reloader runs a single process; several workers would be ignored.
         if self.reload:
             self.workers = 1
         return self
 
-    def service_config(self) -> ServiceConfig:
-        """What the inference service needs, as a plain (FastAPI-free) config."""
-        return ServiceConfig(
-            runtime=RuntimeConfig(
-                model_dir=self.model_dir,
-                device=self.device,
-                intra_op_threads=self.threads,
-                max_length=self.max_length,
-            ),
-            model_name=self.model_name,
-            default_max_tokens=self.default_max_tokens,
-            prefill_chunk=self.prefill_chunk,
-            scheduler=self.scheduler,
-            max_concurrency=self.max_concurrency,
-            max_queue=self.max_queue,
-            cache_sequences=self.cache_sequences,
-            request_timeout=self.request_timeout,
-        )
 
-    @property
-    def threads(self) -> int:
-        """Intra-op threads for onnxruntime: explicit setting, else every usable CPU."""
-        return self.intra_op_threads or usable_cpus()
+PARTS: tuple[type[BaseSettings], ...] = (ModelSettings, ServerSettings)
+
+
+class Settings(BaseModel):
+    """Both parts, built once in the launcher (or a test) and passed down."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: ModelSettings
+    server: ServerSettings
+
+    @classmethod
+    def load(cls, **fields: Any) -> Settings:
+        """Read the environment and ``.env``; ``fields`` (by field name) override them."""
+        unknown = set(fields) - {name for part in PARTS for name in part.model_fields}
+        if unknown:
+            raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
+
+        def part(cls_: type[BaseSettings]) -> Any:
+            return cls_(**{k: v for k, v in fields.items() if k in cls_.model_fields})
+
+        return cls(model=part(ModelSettings), server=part(ServerSettings))
+
+
+def env_name(field: FieldInfo) -> str:
+    alias = field.validation_alias
+    assert isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str)
+    return alias.choices[0]
+
+
+def env_names() -> list[str]:
+    """Every setting's environment name, model settings first."""
+    return [env_name(f) for part in PARTS for f in part.model_fields.values()]
+
+
+def unknown_env_names(
+    environ: Mapping[str, str] | None = None, env_file: Path | None = None
+) -> list[tuple[str, str | None]]:
+    """``GENAI_*`` names that are no setting, each with the closest known name (or None)."""
+    environ = os.environ if environ is None else environ
+    env_file = Path(ENV_FILE) if env_file is None else env_file
+    given: Iterable[str] = list(environ)
+    if env_file.is_file():
+        given = [*given, *dotenv_values(env_file)]
+    known = env_names()
+    unknown = sorted(
+        {n for n in given if n.upper().startswith("GENAI_") and n.upper() not in known}
+    )
+    return [
+        (n, next(iter(difflib.get_close_matches(n.upper(), known, n=1)), None)) for n in unknown
+    ]

@@ -1,4 +1,12 @@
-"""Shared fixtures. API tests run the real app on the real embedded demo model."""
+"""Shared fixtures and the test tiers. API tests run the real app on the real demo model.
+
+Every test module declares one tier with ``pytestmark``:
+- ``unit``: no model, no subprocess (the whole tier runs in a few seconds);
+- ``model``: the real demo model, in this process;
+- ``live``: real server processes (``main_genai.py``), the benchmark's smoke run included.
+
+``pytest -m unit`` runs the fast tier alone.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +25,17 @@ if str(ROOT) not in sys.path:
 
 from app_onnx_genai import create_app  # noqa: E402
 from schemas.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
+
+TIERS = ("unit", "model", "live")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test belongs to exactly one tier, so ``-m unit`` and friends select everything."""
+    for item in items:
+        tiers = [t for t in TIERS if item.get_closest_marker(t) is not None]
+        if len(tiers) != 1:
+            raise pytest.UsageError(f"{item.nodeid}: needs exactly one of {TIERS}, has {tiers}")
+
 
 # The seed's metrics object, as /v1/chat, the stream's done event and the OpenAI ``metrics``
 # field all carry it.
@@ -38,14 +57,14 @@ def demo_model_dir() -> Path:
 
 
 def make_client(**overrides: Any) -> TestClient:
-    settings = Settings(model_dir=DEMO_MODEL_DIR, **overrides)
+    settings = Settings.load(**{"model_dir": DEMO_MODEL_DIR, **overrides})
     return TestClient(create_app(settings))
 
 
 def wait_ready(client: TestClient, timeout: float = 60.0) -> None:
     service = client.app.state.service  # type: ignore[attr-defined]
-    assert service.scheduler.loaded.wait(timeout), "model did not load in time"
-    assert service.status == "ok", f"model failed to load: {service.scheduler.load_error}"
+    assert service.wait_loaded(timeout), "model did not load in time"
+    assert service.status == "ok", f"model failed to load: {service.load_error}"
 
 
 @pytest.fixture(scope="session")
@@ -106,3 +125,23 @@ def parse_sse(lines: Iterator[str]) -> list[str]:
     if buf:
         payloads.append("\n".join(buf))
     return payloads
+
+
+def assert_error(resp: Any, status: int, param: str | None = None) -> dict[str, Any]:
+    """The one error shape, with this status (and this ``param``, if given)."""
+    assert resp.status_code == status, resp.text
+    err: dict[str, Any] = resp.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["message"]
+    if param is not None:
+        assert err["param"] == param
+    return err
+
+
+def metric(text: str, name: str) -> float:
+    """The sum of a Prometheus metric's samples in an exposition."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )

@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = [pytest.mark.live, pytest.mark.bench]
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PERCENTILES = {"p50", "p90", "p99", "mean"}

@@ -10,7 +10,9 @@ import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
-from tests.live_server import live_server
+from bench.server import live_server
+
+pytestmark = pytest.mark.live
 
 KEY = "contract-test-key"
 MODEL = "onnx-genai"
@@ -22,8 +24,8 @@ PROMPT = "Once upon a time"
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    with live_server(GENAI_API_KEY=KEY) as base:
-        yield f"{base}/v1"
+    with live_server(GENAI_API_KEY=KEY) as server:
+        yield f"{server.url}/v1"
 
 
 @pytest.fixture(scope="module")

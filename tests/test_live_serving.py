@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import threading
 import time
 
 import httpx
+import pytest
 
-from tests.live_server import ROOT, free_port, server_env
+from bench.server import ServerProcess, live_server
+from tests.conftest import metric
+
+pytestmark = pytest.mark.live
 
 LONG = {
     "messages": [{"role": "user", "content": "go on"}],
@@ -21,42 +22,9 @@ LONG = {
 }
 
 
-def metric(text: str, name: str) -> float:
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(name) and not line.startswith("#")
-    )
-
-
-def start(**env: str) -> tuple[subprocess.Popen[str], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "main_genai.py"],
-        cwd=ROOT,
-        text=True,
-        env=server_env(PORT=str(port), **env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise TimeoutError("server did not become ready")
-
-
 def test_client_disconnect_stops_generation_and_server_keeps_serving() -> None:
-    proc, base = start(GENAI_INTRA_OP_THREADS="1")
-    try:
-        with httpx.Client(base_url=base, timeout=30) as client:
+    with live_server(GENAI_INTRA_OP_THREADS="1") as server:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
             with client.stream("POST", "/v1/chat/completions", json=LONG) as resp:
                 for n, _ in enumerate(resp.iter_lines()):
                     if n > 10:
@@ -75,13 +43,27 @@ def test_client_disconnect_stops_generation_and_server_keeps_serving() -> None:
                 "/v1/chat", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
             )
             assert ok.status_code == 200
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def test_sigterm_lets_streams_finish_refuses_new_work_and_exits_zero() -> None:
-    proc, base = start(GENAI_SHUTDOWN_TIMEOUT="60", GENAI_INTRA_OP_THREADS="1")
+    with live_server(
+        GENAI_SHUTDOWN_TIMEOUT="60", GENAI_INTRA_OP_THREADS="1", log_level="info"
+    ) as server:
+        refused, ready, code, output, events = drain_under_load(server)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "shutting_down"
+    assert ready.status_code == 503 and ready.json()["status"] == "draining"
+    for lines in events:
+        assert lines[-1] == "data: [DONE]", lines[-3:]
+        assert '"finish_reason":"length"' in "".join(lines).replace(" ", "")
+    assert code == 0, output
+
+
+def drain_under_load(
+    server: ServerProcess,
+) -> tuple[httpx.Response, httpx.Response, int, str, list[list[str]]]:
+    """Three long streams; SIGTERM once each has its first chunk; what the server did then."""
+    base = server.url
     events: list[list[str]] = [[] for _ in range(3)]
     first_token = threading.Barrier(4, timeout=30)
 
@@ -96,25 +78,13 @@ def test_sigterm_lets_streams_finish_refuses_new_work_and_exits_zero() -> None:
     threads = [threading.Thread(target=stream, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
-    try:
-        first_token.wait()
-        proc.send_signal(signal.SIGTERM)
-        time.sleep(0.05)
-        refused = httpx.post(
-            f"{base}/v1/chat", json={"messages": [{"role": "user", "content": "hi"}]}, timeout=10
-        )
-        ready = httpx.get(f"{base}/readyz", timeout=10)
-        for t in threads:
-            t.join(60)
-        code = proc.wait(60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    output = proc.stdout.read() if proc.stdout else ""
-    assert refused.status_code == 503, refused.text
-    assert refused.json()["error"]["code"] == "shutting_down"
-    assert ready.status_code == 503 and ready.json()["status"] == "draining"
-    for lines in events:
-        assert lines[-1] == "data: [DONE]", lines[-3:]
-        assert '"finish_reason":"length"' in "".join(lines).replace(" ", "")
-    assert code == 0, output
+    first_token.wait()
+    server.terminate()
+    time.sleep(0.05)
+    refused = httpx.post(
+        f"{base}/v1/chat", json={"messages": [{"role": "user", "content": "hi"}]}, timeout=10
+    )
+    ready = httpx.get(f"{base}/readyz", timeout=10)
+    for t in threads:
+        t.join(60)
+    return refused, ready, server.wait(60), server.output(), events

@@ -1,8 +1,10 @@
-"""main_genai.py as a subprocess: clear start-up errors with a non-zero exit, and a real start."""
+"""main_genai.py as a subprocess: clear start-up errors with exit status 2, --help, warnings
+for misspelled settings, and a real start."""
 
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,14 +12,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.live_server import ROOT, live_server, server_env
+from bench.server import ROOT, clean_env, live_server
+from schemas.settings import env_names
+
+pytestmark = pytest.mark.live
 
 
-def run_main(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def run_main(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "main_genai.py"],
+        [sys.executable, "main_genai.py", *args],
         cwd=ROOT,
-        env=server_env(**env),
+        env=clean_env(**env),
         capture_output=True,
         text=True,
         timeout=60,
@@ -39,7 +44,7 @@ def broken_model(tmp_path: Path, demo_model_dir: Path) -> Path:
 
 
 def test_missing_model_dir(tmp_path: Path) -> None:
-    proc = run_main(tmp_path, GENAI_MODEL_DIR=str(tmp_path / "absent"))
+    proc = run_main(GENAI_MODEL_DIR=str(tmp_path / "absent"))
     assert_clean_failure(proc, "does not exist", "genai_config.json")
 
 
@@ -51,35 +56,66 @@ def test_missing_model_dir(tmp_path: Path) -> None:
         ("tokenizer.json", "no tokenizer"),
     ],
 )
-def test_incomplete_model_dir(tmp_path: Path, broken_model: Path, remove: str, needle: str) -> None:
+def test_incomplete_model_dir(broken_model: Path, remove: str, needle: str) -> None:
     (broken_model / remove).unlink()
-    assert_clean_failure(run_main(tmp_path, GENAI_MODEL_DIR=str(broken_model)), needle)
+    assert_clean_failure(run_main(GENAI_MODEL_DIR=str(broken_model)), needle)
 
 
 def test_onnxruntime_genai_not_installed(tmp_path: Path) -> None:
     fake = tmp_path / "site" / "onnxruntime_genai"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('No module named onnxruntime_genai')\n")
-    proc = run_main(tmp_path, PYTHONPATH=str(fake.parent))
+    proc = run_main(PYTHONPATH=str(fake.parent))
     assert_clean_failure(proc, "pip install onnxruntime-genai")
 
 
-def test_unavailable_cuda_names_the_package(tmp_path: Path) -> None:
-    proc = run_main(tmp_path, GENAI_DEVICE="cuda")
-    assert_clean_failure(proc, "onnxruntime-genai-cuda")
+def test_unavailable_cuda_names_the_package() -> None:
+    assert_clean_failure(run_main(GENAI_DEVICE="cuda"), "onnxruntime-genai-cuda")
 
 
-def test_invalid_setting(tmp_path: Path) -> None:
-    assert_clean_failure(run_main(tmp_path, PORT="not-a-port"), "Invalid settings", "PORT")
+def test_invalid_setting() -> None:
+    assert_clean_failure(run_main(PORT="not-a-port"), "Invalid settings", "PORT")
+    assert_clean_failure(run_main("--port", "nope"), "Invalid settings", "--port")
 
 
-def test_max_length_beyond_context(tmp_path: Path) -> None:
-    proc = run_main(tmp_path, GENAI_MAX_LENGTH="100000")
+def test_max_length_beyond_context() -> None:
+    proc = run_main(GENAI_MAX_LENGTH="100000")
     assert_clean_failure(proc, "GENAI_MAX_LENGTH=100000", "2048")
 
 
-def test_server_starts_with_no_configuration_and_serves_all_seed_routes() -> None:
-    with live_server() as base:
+def test_help_lists_every_setting_and_starts_nothing() -> None:
+    proc = run_main("--help", PORT="1")  # an unusable port: nothing may try to bind it
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: main_genai.py")
+    text = " ".join(proc.stdout.split())  # argparse wraps long help lines
+    for name in env_names():
+        assert f"[{name}; default:" in text, name
+    assert "--model-dir" in proc.stdout and "default: 8002" in proc.stdout
+
+
+def test_unknown_flag_is_a_usage_error() -> None:
+    proc = run_main("--devise", "cpu")
+    assert proc.returncode == 2 and "unrecognized arguments: --devise" in proc.stderr
+
+
+def test_port_in_use_is_one_line_and_exit_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_main(PORT=str(port))
+    assert_clean_failure(proc, f"Cannot listen on 127.0.0.1:{port}", "Set PORT")
+    assert "loaded" not in proc.stderr, "the model must not load before the bind is known"
+
+
+def test_unknown_host_is_one_line_and_exit_2() -> None:
+    proc = run_main("--host", "no-such-host.invalid")
+    assert_clean_failure(proc, "Cannot listen on no-such-host.invalid", "unknown host")
+
+
+def test_server_starts_with_no_configuration_and_serves_the_native_routes() -> None:
+    with live_server() as server:
+        base = server.url
         health = httpx.get(f"{base}/healthz").json()
         assert health["status"] == "ok" and health["device"] == "cpu"
         body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
@@ -87,4 +123,21 @@ def test_server_starts_with_no_configuration_and_serves_all_seed_routes() -> Non
         assert chat.status_code == 200 and chat.json()["metrics"]["output_tokens"] >= 1
         with httpx.stream("POST", f"{base}/v1/chat/stream", json=body, timeout=30) as resp:
             text = "".join(resp.iter_text())
-        assert text.rstrip().endswith("}") and '"done": true' in text
+        assert text.rstrip().endswith("}") and '"done":true' in text
+
+
+def test_flags_override_env_and_misspelled_settings_are_warned_about() -> None:
+    with live_server(
+        "--model-name",
+        "from-flag",
+        "--scheduler",
+        "engine",
+        log_level="info",
+        GENAI_MODEL_NAME="from-env",
+        GENAI_DEVCE="cuda",
+    ) as server:
+        [card] = httpx.get(f"{server.url}/v1/models").json()["data"]
+        ready = httpx.get(f"{server.url}/readyz").json()
+        output = server.output()
+    assert card["id"] == "from-flag" and ready["scheduler"] == "engine"
+    assert "GENAI_DEVCE is not a setting and is ignored; did you mean GENAI_DEVICE?" in output

@@ -7,6 +7,8 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import DirectGenerator
 
+pytestmark = pytest.mark.model
+
 PROMPT = "Once upon a time"
 
 
@@ -38,7 +40,8 @@ def test_generate_defaults_and_sampling(client: TestClient) -> None:
         ({"prompt": ""}, "prompt"),
         ({"prompt": PROMPT, "max_new_tokens": 0}, "max_new_tokens"),
         ({"prompt": PROMPT, "temperature": -1}, "temperature"),
-        ({"prompt": PROMPT, "top_p": 0.5}, "top_p"),
+        ({"prompt": PROMPT, "top_p": 0}, "top_p"),
+        ({"prompt": PROMPT, "messages": []}, "messages"),
     ],
 )
 def test_generate_bad_input_is_a_400(client: TestClient, body, param) -> None:
@@ -47,7 +50,19 @@ def test_generate_bad_input_is_a_400(client: TestClient, body, param) -> None:
     assert resp.json()["error"]["param"] == param
 
 
-def test_generate_context_overflow_is_a_400(client: TestClient) -> None:
+def test_generate_context_overflow_is_a_400_naming_its_own_field(client: TestClient) -> None:
     resp = client.post("/generate", json={"prompt": PROMPT, "max_new_tokens": 5000})
     assert resp.status_code == 400
-    assert resp.json()["error"]["code"] == "context_length_exceeded"
+    error = resp.json()["error"]
+    assert error["code"] == "context_length_exceeded" and error["param"] == "max_new_tokens"
+    assert "Reduce max_new_tokens or the prompt" in error["message"]
+
+
+def test_generate_checks_the_model_name(client: TestClient) -> None:
+    resp = client.post("/generate", json={"prompt": PROMPT, "model": "gpt-9"})
+    assert resp.status_code == 404
+    assert resp.json()["error"]["code"] == "model_not_found"
+    ok = client.post(
+        "/generate", json={"prompt": PROMPT, "model": "onnx-genai", "max_new_tokens": 2}
+    )
+    assert ok.status_code == 200

@@ -4,29 +4,33 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from fastapi.testclient import TestClient
 
-from app_onnx_genai import create_app
+from app_onnx_genai import create_app, service_config
+from backends.config import ModelConfig
 from backends.errors import StartupError
-from backends.runtime import LoadedModel, RuntimeConfig
+from backends.runtime import LoadedModel
 from backends.scheduler import Scheduler
 from backends.service import InferenceService
 from schemas.settings import DEMO_MODEL_DIR, Settings
+
+pytestmark = pytest.mark.model
 
 BODY = {"messages": [{"role": "user", "content": "hi"}]}
 
 
 def app_with_loader(loader) -> TestClient:
-    settings = Settings(model_dir=DEMO_MODEL_DIR)
-    config = settings.service_config()
-    service = InferenceService(config, Scheduler(config.runtime, loader=loader))
+    settings = Settings.load(model_dir=DEMO_MODEL_DIR)
+    config = service_config(settings)
+    service = InferenceService(config, Scheduler(config.model, loader=loader))
     return TestClient(create_app(settings, service))
 
 
 def test_healthz_is_503_loading_until_the_model_is_ready() -> None:
     release = threading.Event()
 
-    def slow_loader(cfg: RuntimeConfig) -> LoadedModel:
+    def slow_loader(cfg: ModelConfig) -> LoadedModel:
         release.wait(30)
         raise StartupError("stopped by the test")
 
@@ -42,11 +46,11 @@ def test_healthz_is_503_loading_until_the_model_is_ready() -> None:
 
 
 def test_healthz_is_503_error_when_loading_failed() -> None:
-    def failing_loader(cfg: RuntimeConfig) -> LoadedModel:
+    def failing_loader(cfg: ModelConfig) -> LoadedModel:
         raise StartupError("broken model")
 
     with app_with_loader(failing_loader) as client:
-        client.app.state.service.scheduler.loaded.wait(10)  # type: ignore[attr-defined]
+        client.app.state.service.wait_loaded(10)  # type: ignore[attr-defined]
         resp = client.get("/healthz")
         assert resp.status_code == 503
         assert resp.json()["status"] == "error"

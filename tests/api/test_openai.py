@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app_onnx_genai import create_app
-from backends.errors import GenerationFailed, StartupError
-from backends.runtime import LoadedModel, RuntimeConfig
+from app_onnx_genai import create_app, service_config
+from backends.config import ModelConfig
+from backends.errors import StartupError
+from backends.runtime import LoadedModel
 from backends.scheduler import Scheduler
 from backends.service import InferenceService
-from backends.types import GenerationParams
-from routes.openai import sse_events
-from routes.openai_serving import sampling_fields
-from schemas.openai import SEED_MAX, ChatCompletionRequest, ModelList
 from schemas.settings import DEMO_MODEL_DIR, Settings
-from tests.conftest import METRIC_KEYS, DirectGenerator, make_client, parse_sse, wait_ready
+from tests.conftest import (
+    METRIC_KEYS,
+    DirectGenerator,
+    assert_error,
+    make_client,
+    parse_sse,
+    wait_ready,
+)
+
+pytestmark = pytest.mark.model
 
 MESSAGES = [
     {"role": "system", "content": "You are terse."},
@@ -67,16 +71,6 @@ def chat_stream_text(chunks: list[dict], index: int = 0) -> str:
         for c in chunks
         if c["choices"] and c["choices"][0]["index"] == index
     )
-
-
-def assert_error(resp, status: int, param: str | None = None) -> dict:
-    assert resp.status_code == status, resp.text
-    err = resp.json()["error"]
-    assert set(err) == {"message", "type", "param", "code"}
-    assert err["message"]
-    if param is not None:
-        assert err["param"] == param
-    return err
 
 
 # ---- chat: shapes and greedy correctness -------------------------------------------------------
@@ -541,13 +535,13 @@ def test_context_overflow_is_a_400_with_counts(client: TestClient, stream_) -> N
 def test_requests_while_loading_are_503() -> None:
     release = threading.Event()
 
-    def slow_loader(cfg: RuntimeConfig) -> LoadedModel:
+    def slow_loader(cfg: ModelConfig) -> LoadedModel:
         release.wait(30)
         raise StartupError("stopped by the test")
 
-    settings = Settings(model_dir=DEMO_MODEL_DIR)
-    config = settings.service_config()
-    service = InferenceService(config, Scheduler(config.runtime, loader=slow_loader))
+    settings = Settings.load(model_dir=DEMO_MODEL_DIR)
+    config = service_config(settings)
+    service = InferenceService(config, Scheduler(config.model, loader=slow_loader))
     with TestClient(create_app(settings, service)) as c:
         try:
             for path, body in (
@@ -561,22 +555,6 @@ def test_requests_while_loading_are_503() -> None:
             assert card["id"] == "onnx-genai" and card["max_model_len"] is None
         finally:
             release.set()
-
-
-# ---- errors after a stream started -------------------------------------------------------------
-def test_a_failure_mid_stream_is_an_in_band_error_event() -> None:
-    async def chunks() -> AsyncIterator[ModelList]:
-        yield ModelList(data=[])
-        raise GenerationFailed("Generation failed: boom")
-
-    async def events_of() -> list[str]:
-        return [e["data"] async for e in sse_events(chunks())]
-
-    events = asyncio.run(events_of())
-    assert json.loads(events[0]) == {"object": "list", "data": []}
-    error = json.loads(events[1])["error"]
-    assert error["code"] == "generation_failed" and "boom" in error["message"]
-    assert len(events) == 2, "the stream ends after the error, without [DONE]"
 
 
 # ---- auth and CORS -----------------------------------------------------------------------------
@@ -689,48 +667,3 @@ def test_openapi_documents_the_openai_routes(client: TestClient) -> None:
     walk(schema)
     assert refs <= set(components), f"dangling references: {refs - set(components)}"
     assert paths["/v1/models"]["get"] and paths["/v1/models/{model_id}"]["get"]
-
-
-# ---- the pure request → parameters mapping -----------------------------------------------------
-def test_sampling_fields_map_every_parameter_and_offset_the_seed() -> None:
-    body = ChatCompletionRequest.model_validate(
-        {
-            "messages": MESSAGES,
-            "temperature": 0.5,
-            "top_p": 0.9,
-            "top_k": 7,
-            "seed": SEED_MAX,
-            "min_tokens": 3,
-            "repetition_penalty": 1.2,
-            "presence_penalty": 0.5,
-            "frequency_penalty": -0.5,
-            "logit_bias": {"12": -100, "7": 2.5},
-        }
-    )
-    fields = sampling_fields(body, 2, logprobs=True, top_logprobs=4, guidance=None)
-    params = GenerationParams(max_new_tokens=8, **fields)  # every key is a GenerationParams field
-    assert params.seed == 1  # SEED_MAX + 2 wraps into the engine's 32-bit range
-    assert params.logit_bias == {12: -100.0, 7: 2.5}
-    assert (params.temperature, params.top_p, params.top_k) == (0.5, 0.9, 7)
-    assert (params.min_new_tokens, params.repetition_penalty) == (3, 1.2)
-    assert (params.presence_penalty, params.frequency_penalty) == (0.5, -0.5)
-    assert (params.logprobs, params.top_logprobs) == (True, 4)
-    unseeded = ChatCompletionRequest.model_validate({"messages": MESSAGES})
-    assert (
-        sampling_fields(unseeded, 3, logprobs=False, top_logprobs=0, guidance=None)["seed"] is None
-    )
-
-
-def test_response_format_becomes_compact_json_guidance() -> None:
-    def guidance(fmt: dict) -> tuple[str, str] | None:
-        body = ChatCompletionRequest.model_validate({"messages": MESSAGES, "response_format": fmt})
-        return body.guidance()
-
-    assert guidance({"type": "text"}) is None
-    kind, schema = guidance({"type": "json_object"}) or ("", "")
-    assert kind == "json_schema"
-    assert json.loads(schema) == {"type": "object", "x-guidance": {"whitespace_flexible": False}}
-    spec = {"name": "a", "schema": {**BOOL_SCHEMA, "x-guidance": {"whitespace_flexible": True}}}
-    _, schema = guidance({"type": "json_schema", "json_schema": spec}) or ("", "")
-    assert json.loads(schema)["x-guidance"] == {"whitespace_flexible": True}  # the client's wins
-    assert json.loads(schema)["properties"] == BOOL_SCHEMA["properties"]

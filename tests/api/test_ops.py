@@ -10,17 +10,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import make_client, wait_ready
+from tests.conftest import make_client, metric, wait_ready
+
+pytestmark = pytest.mark.model
 
 BODY = {"messages": [{"role": "user", "content": "hello"}], "temperature": 0, "max_tokens": 8}
-
-
-def metric(text: str, name: str) -> float:
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and not line.startswith("#"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def test_readyz(client: TestClient) -> None:
@@ -91,8 +85,8 @@ def test_full_server_answers_429_with_retry_after() -> None:
         assert resp.headers["retry-after"] == "1"
         assert resp.json()["error"]["code"] == "server_overloaded"
         assert metric(c.get("/metrics").text, "genai_requests_rejected_total") >= 1
-        for gen in list(service.inflight.values()):
-            gen.cancel()
+        for r in service.stats().requests:
+            service.cancel(r.id)
         t.join(30)
         assert c.post("/v1/chat", json=BODY).status_code == 200
 
@@ -193,7 +187,7 @@ def test_sse_keepalive_pings_while_waiting_in_the_queue() -> None:
         t = threading.Thread(target=long_request)
         t.start()
         assert started.wait(30)
-        (long_id,) = list(service.inflight)
+        (long_id,) = [r.id for r in service.stats().requests]
         lines: list[str] = []
         with c.stream("POST", "/v1/chat/stream", json=BODY) as r:
             for line in r.iter_lines():
@@ -204,7 +198,7 @@ def test_sse_keepalive_pings_while_waiting_in_the_queue() -> None:
         first_data = next(i for i, line in enumerate(lines) if line.startswith("data:"))
         assert any(line.startswith(":") for line in lines[:first_data])
         data = [line for line in lines if line.startswith("data:")]
-        assert data[-1].startswith('data: {"done": true')
+        assert json.loads(data[-1][5:])["done"] is True
 
 
 def test_seed_stream_timeout_is_an_in_band_timeout_error() -> None:

@@ -9,6 +9,8 @@ import pytest
 from backends.logits import log_softmax, process_logits, top_logprobs
 from backends.types import GenerationParams
 
+pytestmark = pytest.mark.unit
+
 
 def params(**kw) -> GenerationParams:
     return GenerationParams(max_new_tokens=8, **kw)

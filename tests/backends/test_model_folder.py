@@ -9,6 +9,8 @@ import pytest
 from backends.errors import StartupError
 from backends.model_folder import inspect_model_folder
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture()
 def model_copy(tmp_path: Path, demo_model_dir: Path) -> Path:

@@ -3,7 +3,9 @@ from __future__ import annotations
 import pytest
 
 from backends.errors import ContextLengthExceeded
-from backends.service import plan_max_new_tokens
+from backends.planning import plan_max_new_tokens
+
+pytestmark = pytest.mark.unit
 
 
 def test_default_is_capped_to_the_room_left() -> None:
@@ -29,3 +31,14 @@ def test_prompt_filling_the_context_is_refused(prompt: int) -> None:
         plan_max_new_tokens(prompt, None, 256, 2048)
     assert str(prompt) in str(exc.value)
     assert exc.value.param == "messages"
+
+
+def test_errors_name_the_door_s_fields() -> None:
+    with pytest.raises(ContextLengthExceeded) as exc:
+        plan_max_new_tokens(10, 50, 256, 40, prompt_param="prompt", tokens_param="max_new_tokens")
+    assert exc.value.param == "max_new_tokens" and "Reduce max_new_tokens or the prompt" in str(
+        exc.value
+    )
+    with pytest.raises(ContextLengthExceeded) as exc:
+        plan_max_new_tokens(40, None, 256, 40, prompt_param="prompt")
+    assert exc.value.param == "prompt" and "Shorten the prompt" in str(exc.value)

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import pytest
+
 from backends.prefix_cache import Held, PrefixCache, common_prefix
+
+pytestmark = pytest.mark.unit
 
 
 def held(tokens, key="k", capacity=100, state="s") -> Held[str]:

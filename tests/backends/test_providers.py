@@ -5,6 +5,8 @@ import pytest
 from backends.errors import StartupError
 from backends.providers import apply_provider, select_provider
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("available", "expected"),

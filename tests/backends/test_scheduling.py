@@ -1,5 +1,5 @@
-"""The scheduler and service on the real demo model (no HTTP): concurrency, reuse, limits,
-cancellation, timeouts and the sampling features applied on the owner thread."""
+"""The core on the real demo model (no HTTP): concurrency, reuse, limits, cancellation,
+timeouts, stop strings and the sampling features applied on the owner thread."""
 
 from __future__ import annotations
 
@@ -11,18 +11,26 @@ from typing import Any
 import numpy as np
 import pytest
 
-from backends.errors import InvalidRequest, Overloaded
-from backends.runtime import RuntimeConfig
-from backends.service import Completion, InferenceService, ServiceConfig
-from metrics.timing import RequestTimer
+from backends.config import Limits, ModelConfig, ServiceConfig
+from backends.errors import ContextLengthExceeded, InvalidRequest, Overloaded
+from backends.handle import Piece, Result
+from backends.request import ChatPrompt, GenerationRequest, TextPrompt
+from backends.service import InferenceService
+from backends.types import SamplingParams
 from schemas.settings import DEMO_MODEL_DIR
 
+pytestmark = pytest.mark.model
+
 STRATEGIES = ["generator", "engine"]
+MODEL_FIELDS = ("scheduler", "cache_sequences", "prefill_chunk")
+EOS = 2  # the demo model's eos_token_id
 
 
 def config(**kw: Any) -> ServiceConfig:
-    runtime = RuntimeConfig(DEMO_MODEL_DIR, "cpu", intra_op_threads=1, max_length=None)
-    return ServiceConfig(runtime=runtime, **kw)
+    model = {k: kw.pop(k) for k in MODEL_FIELDS if k in kw}
+    return ServiceConfig(
+        ModelConfig(DEMO_MODEL_DIR, device="cpu", intra_op_threads=1, **model), Limits(**kw)
+    )
 
 
 def run(cfg: ServiceConfig, body: Callable[[InferenceService], Awaitable[Any]]) -> Any:
@@ -37,15 +45,26 @@ def run(cfg: ServiceConfig, body: Callable[[InferenceService], Awaitable[Any]]) 
     return asyncio.run(main())
 
 
-async def chat(service: InferenceService, messages, **sampling: Any) -> Completion:
-    prompt = await service.prepare_chat(messages)
-    max_tokens = sampling.pop("max_tokens", 16)
-    params = service.plan(prompt, max_tokens=max_tokens, **sampling)
-    return await service.complete(service.generate(prompt, params, RequestTimer()))
+def request(prompt: Any, max_tokens: int | None = 16, **kw: Any) -> GenerationRequest:
+    sampling = {k: kw.pop(k) for k in list(kw) if k in SamplingParams.__dataclass_fields__}
+    if isinstance(prompt, str):
+        prompt = TextPrompt(prompt)
+    elif isinstance(prompt, list) and isinstance(prompt[0], dict):
+        prompt = ChatPrompt(prompt)
+    return GenerationRequest(prompt, SamplingParams(**sampling), max_tokens=max_tokens, **kw)
 
 
-def user(text: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": text}]
+async def chat(service: InferenceService, messages, **kw: Any) -> Result:
+    handle = await service.submit(request(messages, **kw))
+    return await handle.result()
+
+
+def text(result: Result) -> str:
+    return result.choices[0].text
+
+
+def user(content: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": content}]
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -53,9 +72,9 @@ def test_concurrent_greedy_streams_equal_solo_runs(strategy: str) -> None:
     prompts = [user(f"question number {i} about rivers") for i in range(8)]
 
     async def body(service: InferenceService) -> tuple[list[str], list[str]]:
-        solo = [(await chat(service, p, max_tokens=20)).text for p in prompts]
+        solo = [text(await chat(service, p, max_tokens=20)) for p in prompts]
         together = await asyncio.gather(*(chat(service, p, max_tokens=20) for p in prompts))
-        return solo, [c.text for c in together]
+        return solo, [text(c) for c in together]
 
     solo, together = run(config(scheduler=strategy, cache_sequences=0), body)
     assert len(set(solo)) > 1, "prompts should give different outputs for a meaningful test"
@@ -66,39 +85,40 @@ def test_concurrent_greedy_streams_equal_solo_runs(strategy: str) -> None:
 def test_second_turn_reuses_the_first_and_matches_a_cold_run(strategy: str) -> None:
     turn1 = user("tell me about the mountain and the river " * 8)
 
-    async def conversation(service: InferenceService) -> tuple[Completion, Completion]:
+    async def conversation(service: InferenceService) -> tuple[Result, Result]:
         first = await chat(service, turn1, max_tokens=12)
-        history = [*turn1, {"role": "assistant", "content": first.text}]
+        history = [*turn1, {"role": "assistant", "content": text(first)}]
         second = await chat(service, [*history, *user("and the city?")], max_tokens=12)
         return first, second
 
     warm1, warm2 = run(config(scheduler=strategy, cache_sequences=4), conversation)
     cold1, cold2 = run(config(scheduler=strategy, cache_sequences=0), conversation)
-    assert warm1.finish.usage.cached_tokens == 0
-    assert cold2.finish.usage.cached_tokens == 0
+    assert warm1.usage.cached_tokens == 0
+    assert cold2.usage.cached_tokens == 0
     if strategy == "generator":
-        assert warm2.finish.usage.cached_tokens > len(turn1[0]["content"]) // 8
+        assert warm2.usage.cached_tokens > len(turn1[0]["content"]) // 8
     else:
         # A static-batching Engine (every CPU model) keeps no prefix cache and cannot continue
         # a request while others are resident; reuse there needs dynamic batching (CUDA).
-        assert warm2.finish.usage.cached_tokens == 0
-    assert (warm1.text, warm2.text) == (cold1.text, cold2.text)
+        assert warm2.usage.cached_tokens == 0
+    assert (text(warm1), text(warm2)) == (text(cold1), text(cold2))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_queue_full_is_refused(strategy: str) -> None:
     async def body(service: InferenceService) -> None:
-        prompt = await service.prepare_chat(user("hi"))
-        params = service.plan(prompt, max_tokens=200, min_new_tokens=200)
-        gens = [service.generate(prompt, params, RequestTimer()) for _ in range(3)]
+        # One request of 3 choices fills running (1) + waiting (2), in one trip.
+        handle = await service.submit(
+            request(user("hi"), max_tokens=1900, n=3, min_new_tokens=1900)
+        )
         with pytest.raises(Overloaded) as exc:
-            service.generate(prompt, params, RequestTimer())
+            await service.submit(request(user("hi"), max_tokens=1))
         assert exc.value.headers["Retry-After"]
-        for g in gens:
-            g.cancel()
-        results = [await service.complete(g) for g in gens]
-        assert all(r.finish.reason == "cancelled" for r in results)
-        service.generate(prompt, service.plan(prompt, max_tokens=1), RequestTimer())
+        assert service.stats().running + service.stats().waiting == 3
+        handle.cancel()
+        result = await handle.result()
+        assert [c.finish_reason for c in result.choices] == ["cancelled"] * 3
+        await (await service.submit(request(user("hi"), max_tokens=1))).result()
 
     run(config(scheduler=strategy, max_concurrency=1, max_queue=2), body)
 
@@ -106,73 +126,91 @@ def test_queue_full_is_refused(strategy: str) -> None:
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_cancel_stops_generation_and_frees_the_slot(strategy: str) -> None:
     async def body(service: InferenceService) -> None:
-        prompt = await service.prepare_chat(user("hi"))
-        params = service.plan(prompt, max_tokens=1500, min_new_tokens=1500)
-        gen = service.generate(prompt, params, RequestTimer())
-        seen = 0
-        async for _ in gen:
-            seen += 1
-            if seen == 3:
-                gen.cancel()
-        assert gen.finish is not None and gen.finish.reason == "cancelled"
-        assert gen.finish.usage.completion_tokens < 1500
-        assert service.inflight == {}
+        handle = await service.submit(request(user("hi"), max_tokens=1500, min_new_tokens=1500))
+        seen: list[Piece] = []
+        async for piece in handle:
+            seen.append(piece)
+            if len(seen) == 1:  # the owner thread waits for the loop after a first token
+                handle.cancel()
+        assert seen[-1].finish_reason == "cancelled"
+        assert handle.usage().completion_tokens < 1500
+        assert handle.usage().completion_tokens == sum(p.token is not None for p in seen)
         for _ in range(100):  # the owner thread updates its own view right after the event
-            if service.scheduler.active_count == 0:
+            if service.stats().running == 0:
                 break
             await asyncio.sleep(0.01)
-        assert service.scheduler.active_count == 0
+        assert (service.stats().running, service.stats().requests) == (0, ())
 
     run(config(scheduler=strategy), body)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_request_timeout_finishes_with_timeout(strategy: str) -> None:
-    async def body(service: InferenceService) -> Completion:
+    async def body(service: InferenceService) -> Result:
         return await chat(service, user("hi"), max_tokens=1900, min_new_tokens=1900)
 
     result = run(config(scheduler=strategy, request_timeout=0.05), body)
-    assert result.finish.reason == "timeout"
-    assert result.finish.usage.completion_tokens < 1900
+    assert result.choices[0].finish_reason == "timeout"
+    assert result.usage.completion_tokens < 1900
+
+
+def test_a_request_deadline_overrides_the_server_timeout() -> None:
+    async def body(service: InferenceService) -> Result:
+        past = GenerationRequest(TextPrompt("river"), max_tokens=50, deadline=0.0)
+        return await (await service.submit(past)).result()
+
+    result = run(config(), body)
+    assert result.choices[0].finish_reason == "timeout"
+    assert result.usage.completion_tokens == 0
+    # The metrics were frozen at once, yet they know the prompt.
+    assert result.metrics.input_tokens == result.usage.prompt_tokens > 0
 
 
 def test_min_tokens_and_logit_bias_and_logprobs() -> None:
-    async def body(service: InferenceService) -> tuple[Completion, Completion, list[Any]]:
+    async def body(service: InferenceService) -> tuple[Result, Result, list[Piece]]:
         forced = await chat(service, user("hi"), max_tokens=5, logit_bias={65: 100.0})
         long = await chat(service, user("hi"), max_tokens=40, min_new_tokens=40)
-        prompt = await service.prepare_chat(user("hi"))
-        params = service.plan(prompt, max_tokens=4, logprobs=True, top_logprobs=3)
-        events = [e async for e in service.generate(prompt, params, RequestTimer())]
-        return forced, long, events
+        handle = await service.submit(
+            request(user("hi"), max_tokens=4, logprobs=True, top_logprobs=3)
+        )
+        pieces = [p async for p in handle if p.token is not None]
+        return forced, long, pieces
 
-    forced, long, events = run(config(), body)
-    assert forced.finish.usage.completion_tokens == 5
-    assert long.finish.usage.completion_tokens == 40
-    assert events and all(e.logprob is not None and e.logprob <= 0 for e in events)
-    for e in events:  # greedy: the chosen token is the most likely one
-        assert len(e.top_logprobs) == 3
-        assert e.top_logprobs[0][0] == e.token_id
-        assert e.top_logprobs[0][1] == pytest.approx(e.logprob)
+    forced, long, pieces = run(config(), body)
+    assert forced.usage.completion_tokens == 5
+    assert long.usage.completion_tokens == 40
+    assert len(pieces) == 4
+    for p in pieces:  # greedy: the chosen token is the most likely one
+        assert p.token is not None and p.token.logprob is not None
+        chosen = p.token.logprob
+        assert chosen.logprob <= 0 and chosen.token_id == p.token.token_id
+        assert len(p.token.top_logprobs) == 3
+        assert p.token.top_logprobs[0].token_id == chosen.token_id
+        assert p.token.top_logprobs[0].token == chosen.token
+        assert p.token.top_logprobs[0].logprob == pytest.approx(chosen.logprob)
 
 
 def test_logit_bias_forces_the_token(oracle) -> None:
-    async def body(service: InferenceService) -> Completion:
+    async def body(service: InferenceService) -> Result:
         return await chat(service, user("hi"), max_tokens=4, logit_bias={65: 100.0})
 
     result = run(config(), body)
-    assert result.text == oracle.tokenizer.decode(np.array([65, 65, 65, 65], dtype=np.int32))
+    assert text(result) == oracle.tokenizer.decode(np.array([65, 65, 65, 65], dtype=np.int32))
 
 
-def test_seeded_sampling_is_reproducible() -> None:
-    async def body(service: InferenceService) -> list[str]:
-        return [
-            (await chat(service, user("hi"), max_tokens=12, temperature=1.0, seed=s)).text
+def test_seeded_sampling_is_reproducible_and_choice_i_uses_seed_plus_i() -> None:
+    async def body(service: InferenceService) -> tuple[list[str], list[str]]:
+        singles = [
+            text(await chat(service, user("hi"), max_tokens=12, temperature=1.0, seed=s))
             for s in (7, 7, 8)
         ]
+        both = await chat(service, user("hi"), max_tokens=12, temperature=1.0, seed=7, n=2)
+        return singles, [c.text for c in both.choices]
 
-    a, b, c = run(config(), body)
+    (a, b, c), choices = run(config(), body)
     assert a == b
     assert a != c
+    assert choices == [a, c]
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -185,18 +223,16 @@ def test_json_schema_guidance_produces_valid_json(strategy: str) -> None:
         "x-guidance": {"whitespace_flexible": False},
     }
 
-    async def body(service: InferenceService) -> Completion:
-        return await chat(
-            service, user("json"), max_tokens=40, guidance=("json_schema", json.dumps(schema))
-        )
+    async def body(service: InferenceService) -> Result:
+        guidance = ("json_schema", json.dumps(schema))
+        return await chat(service, user("json"), max_tokens=40, guidance=guidance)
 
     result = run(config(scheduler=strategy), body)
-    assert isinstance(json.loads(result.text)["ok"], bool)
+    assert isinstance(json.loads(text(result))["ok"], bool)
 
 
 def test_engine_refuses_what_it_cannot_honour() -> None:
-    async def body(service: InferenceService) -> list[str]:
-        prompt = await service.prepare_chat(user("hi"))
+    async def body(service: InferenceService) -> list[tuple[str | None, str]]:
         refused = []
         for sampling in (
             {"logit_bias": {5: 1.0}},
@@ -205,8 +241,8 @@ def test_engine_refuses_what_it_cannot_honour() -> None:
             {"seed": 3, "temperature": 1.0},
         ):
             with pytest.raises(InvalidRequest) as exc:
-                service.plan(prompt, max_tokens=4, **sampling)
-            refused.append(exc.value.message)
+                await service.submit(request(user("hi"), max_tokens=4, **sampling))
+            refused.append((exc.value.param, exc.value.message))
         ok = await chat(
             service,
             user("hi"),
@@ -217,47 +253,114 @@ def test_engine_refuses_what_it_cannot_honour() -> None:
             top_p=0.9,
             repetition_penalty=1.2,
         )
-        assert ok.finish.usage.completion_tokens == 6
+        assert ok.usage.completion_tokens == 6
+        assert service.stats().requests == ()  # refused requests left nothing behind
         return refused
 
-    messages = run(config(scheduler="engine"), body)
-    assert all("not supported by the 'engine' scheduler" in m for m in messages)
+    refused = run(config(scheduler="engine"), body)
+    assert [p for p, _ in refused] == ["logit_bias", "logprobs", "presence_penalty", "seed"]
+    assert all("not supported by the 'engine' scheduler" in m for _, m in refused)
 
 
 def test_recycled_generator_gives_the_same_output_as_a_fresh_one() -> None:
-    async def body(service: InferenceService) -> list[Completion]:
+    async def body(service: InferenceService) -> list[Result]:
         out = []
-        for text in ("alpha beta gamma", "7 + 8 = 15 and more"):  # no shared first token
-            prompt = await service.prepare_text(text)
-            params = service.plan(prompt, max_tokens=10)
-            out.append(await service.complete(service.generate(prompt, params, RequestTimer())))
+        for prompt in ("alpha beta gamma", "7 + 8 = 15 and more"):  # no shared first token
+            out.append(await (await service.submit(request(prompt, max_tokens=10))).result())
         return out
 
     warm = run(config(cache_sequences=1), body)  # the 2nd prompt recycles the 1st's generator
     cold = run(config(cache_sequences=0), body)
-    assert [c.text for c in warm] == [c.text for c in cold]
-    assert warm[1].finish.usage.cached_tokens == 0
+    assert [text(c) for c in warm] == [text(c) for c in cold]
+    assert warm[1].usage.cached_tokens == 0
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("cache", [0, 4])
 def test_min_tokens_holds_eos_back_exactly(strategy: str, cache: int) -> None:
-    async def body(service: InferenceService) -> list[Completion]:
-        eos = next(iter(service.scheduler.model.eos_token_ids))  # type: ignore[union-attr]
+    async def body(service: InferenceService) -> list[Result]:
         out = []
-        for text, n in (("first prompt", 5), ("first prompt", 3), ("other", 7), ("first", 0)):
-            bias = {eos: 100.0} if strategy == "generator" else None
+        for prompt, n in (("first prompt", 5), ("first prompt", 3), ("other", 7), ("first", 0)):
+            bias = {EOS: 100.0} if strategy == "generator" else None
             out.append(
-                await chat(service, user(text), max_tokens=12, min_new_tokens=n, logit_bias=bias)
+                await chat(service, user(prompt), max_tokens=12, min_new_tokens=n, logit_bias=bias)
             )
         return out
 
     results = run(config(scheduler=strategy, cache_sequences=cache), body)
     if strategy == "generator":  # EOS is forced by the bias: output ends exactly at min_tokens
-        assert [r.finish.usage.completion_tokens for r in results] == [5, 3, 7, 0]
-        assert all(r.finish.reason == "stop" for r in results)
+        assert [r.usage.completion_tokens for r in results] == [5, 3, 7, 0]
+        assert all(r.choices[0].finish_reason == "stop" for r in results)
     else:
         assert all(
-            r.finish.usage.completion_tokens >= n
-            for r, n in zip(results, (5, 3, 7, 0), strict=True)
+            r.usage.completion_tokens >= n for r, n in zip(results, (5, 3, 7, 0), strict=True)
         )
+
+
+# ---- the one core: stops, n, admission all-or-nothing ------------------------------------------
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_stop_string_ends_the_sequence_at_its_token(strategy: str, oracle) -> None:
+    expected, tokens = oracle.greedy("Once upon a time", 30)
+    pieces = [oracle.tokenizer.decode([t]) for t in tokens]
+    k = next(i for i in range(3, len(pieces)) if pieces[i].strip() and pieces[i] in expected)
+    stop = pieces[k]
+    cut = expected.find(stop)
+    # The token that completes the first occurrence of the stop string is the last one made.
+    made = next(i + 1 for i in range(len(pieces)) if stop in "".join(pieces[: i + 1]))
+
+    async def body(service: InferenceService) -> Result:
+        handle = await service.submit(request("Once upon a time", max_tokens=30, stop=[stop]))
+        return await handle.result()
+
+    result = run(config(scheduler=strategy), body)
+    assert text(result) == expected[:cut]
+    assert result.choices[0].finish_reason == "stop"
+    assert result.usage.completion_tokens == made  # counted exactly, nothing generated after
+
+
+def test_n_choices_of_several_prompts_merge_in_one_handle(oracle) -> None:
+    prompts = ["Once upon a time", "The river"]
+    expected = [oracle.greedy(p, 6)[0] for p in prompts]
+
+    async def body(service: InferenceService) -> Result:
+        req = GenerationRequest([TextPrompt(p) for p in prompts], max_tokens=6, n=2)
+        return await (await service.submit(req)).result()
+
+    result = run(config(cache_sequences=0), body)
+    assert [c.index for c in result.choices] == [0, 1, 2, 3]
+    assert [c.text for c in result.choices] == [expected[0]] * 2 + [expected[1]] * 2
+    assert result.usage.prompt_tokens == sum(len(oracle.tokenizer.encode(p)) for p in prompts)
+    assert result.usage.completion_tokens == 24
+    assert result.metrics.output_tokens == 24
+
+
+def test_a_refused_prompt_queues_none_of_the_request() -> None:
+    async def body(service: InferenceService) -> None:
+        too_long = "river " * 3000
+        req = GenerationRequest([TextPrompt("fine"), TextPrompt(too_long)], max_tokens=4)
+        with pytest.raises(ContextLengthExceeded) as exc:
+            await service.submit(req)
+        assert exc.value.param == "prompt"
+        assert service.stats().requests == ()
+        with pytest.raises(InvalidRequest) as bad:
+            await service.submit(request("fine", logit_bias={10**6: 1.0}))
+        assert bad.value.param == "logit_bias"
+        assert service.stats().requests == ()
+
+    run(config(), body)
+
+
+def test_a_submit_cancelled_in_flight_leaves_nothing_behind() -> None:
+    async def body(service: InferenceService) -> None:
+        task = asyncio.create_task(service.submit(request("river", max_tokens=1500)))
+        await asyncio.sleep(0)  # the request is on its way to the owner thread
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(200):
+            if not service.stats().requests:
+                break
+            await asyncio.sleep(0.01)
+        assert service.stats().requests == ()
+
+    run(config(), body)

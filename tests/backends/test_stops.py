@@ -6,6 +6,8 @@ import pytest
 
 from backends.stops import StopMatcher
 
+pytestmark = pytest.mark.unit
+
 
 def run(stops: list[str], pieces: list[str]) -> tuple[list[str], str | None]:
     """Released text per piece (+ the flush when nothing matched) and the matched stop."""

@@ -4,6 +4,8 @@ import pytest
 
 from metrics.timing import RequestTimer, compute_metrics
 
+pytestmark = pytest.mark.unit
+
 
 class FakeClock:
     def __init__(self, *times: float) -> None:

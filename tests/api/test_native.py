@@ -1,4 +1,4 @@
-"""The seed API through the real app and the real demo model."""
+"""The native API (/healthz, /v1/chat, /v1/chat/stream) through the real app and model."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import METRIC_KEYS, DirectGenerator, parse_sse
+from tests.conftest import METRIC_KEYS, DirectGenerator, assert_error, parse_sse
+
+pytestmark = pytest.mark.model
 
 MESSAGES = [
     {"role": "system", "content": "You are terse."},
@@ -90,16 +92,6 @@ def test_served_model_name_or_none_is_accepted(client: TestClient, model) -> Non
     if model:
         body["model"] = model
     assert client.post("/v1/chat", json=body).status_code == 200
-
-
-def assert_error(resp, status: int, param: str | None = None) -> dict:
-    assert resp.status_code == status, resp.text
-    err = resp.json()["error"]
-    assert set(err) == {"message", "type", "param", "code"}
-    assert err["message"]
-    if param is not None:
-        assert err["param"] == param
-    return err
 
 
 @pytest.mark.parametrize(

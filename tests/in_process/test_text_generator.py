@@ -1,16 +1,18 @@
-"""OnnxTextGenerator: the in-process client, on the real demo model, and its agreement with HTTP."""
+"""OnnxTextGenerator: the in-process door, on the real demo model."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
-from fastapi.testclient import TestClient
 
 from backends.errors import ContextLengthExceeded
-from backends.text_generator import OnnxTextGenerator
+from in_process import OnnxTextGenerator
 from schemas.settings import DEMO_MODEL_DIR
 from tests.conftest import METRIC_KEYS, DirectGenerator
+
+pytestmark = pytest.mark.model
 
 PROMPT = "Once upon a time"
 MESSAGES = [{"role": "user", "content": "Name three rivers and a mountain."}]
@@ -27,7 +29,7 @@ def test_generate_raw_text_matches_the_oracle(
 ) -> None:
     expected, tokens = oracle.greedy(PROMPT, 16)
     result = generator.generate(PROMPT, max_new_tokens=16, temperature=0)
-    assert set(result) == {"generated_text", "tokens_generated", "finish_reason", "metrics"}
+    assert {"generated_text", "tokens_generated", "finish_reason", "metrics"} <= set(result)
     assert result["generated_text"] == expected
     assert result["tokens_generated"] == len(tokens) == 16
     assert result["finish_reason"] == "length"
@@ -95,27 +97,38 @@ def test_close_is_idempotent_and_final() -> None:
         gen.generate(PROMPT)
 
 
-def test_greedy_output_agrees_across_every_interface(
-    client: TestClient, generator: OnnxTextGenerator
+def test_n_choices_logprobs_and_usage(
+    generator: OnnxTextGenerator, oracle: DirectGenerator
 ) -> None:
-    """/v1/chat/completions, /v1/chat, /generate and OnnxTextGenerator: one model, one answer."""
-    n = 16
-    openai_chat = client.post(
-        "/v1/chat/completions", json={"messages": MESSAGES, "temperature": 0, "max_tokens": n}
-    ).json()["choices"][0]["message"]["content"]
-    seed_chat = client.post(
-        "/v1/chat", json={"messages": MESSAGES, "temperature": 0, "max_tokens": n}
-    ).json()["content"]
-    in_process_chat = generator.generate(MESSAGES, max_new_tokens=n, temperature=0)
-    assert openai_chat == seed_chat == in_process_chat["generated_text"]
-    assert openai_chat, "empty outputs would agree trivially"
+    expected, tokens = oracle.greedy(PROMPT, 6)
+    result = generator.generate(
+        PROMPT, max_new_tokens=6, temperature=0, n=2, logprobs=True, top_logprobs=2
+    )
+    assert [c["text"] for c in result["choices"]] == [expected, expected]
+    assert result["usage"]["completion_tokens"] == 12
+    assert result["usage"]["prompt_tokens"] == len(oracle.tokenizer.encode(PROMPT))
+    for choice in result["choices"]:
+        entries = choice["logprobs"]
+        assert [e["token"] for e in entries] == [oracle.tokenizer.decode([t]) for t in tokens]
+        assert all(e["top_logprobs"][0]["token"] == e["token"] for e in entries)
 
-    raw = client.post(
-        "/generate", json={"prompt": PROMPT, "temperature": 0, "max_new_tokens": n}
-    ).json()
-    completion = client.post(
-        "/v1/completions", json={"prompt": PROMPT, "temperature": 0, "max_tokens": n}
-    ).json()["choices"][0]["text"]
-    in_process = generator.generate(PROMPT, max_new_tokens=n, temperature=0)["generated_text"]
-    assert raw["generated_text"] == completion == in_process
-    assert raw["tokens_generated"] == n
+
+def test_json_schema_output(generator: OnnxTextGenerator) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
+    for seed in (1, 2):
+        result = generator.generate(MESSAGES, max_new_tokens=40, seed=seed, json_schema=schema)
+        assert isinstance(json.loads(result["generated_text"])["ok"], bool)
+
+
+def test_stream_generate_reports_each_choice(generator: OnnxTextGenerator) -> None:
+    items = list(generator.stream_generate(PROMPT, max_new_tokens=4, temperature=0, n=2))
+    finals = [meta for _, meta in items if meta["finish_reason"] is not None]
+    assert sorted(m["choice"] for m in finals) == [0, 1]
+    assert all(m["tokens_generated"] == 4 and m["finish_reason"] == "length" for m in finals)
+    per_choice = ["".join(text for text, meta in items if meta["choice"] == c) for c in (0, 1)]
+    assert per_choice[0] == per_choice[1] != ""

@@ -1,0 +1,40 @@
+"""The backend's configuration: plain dataclasses, built by the app factory from the settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, get_args
+
+SchedulerName = Literal["auto", "generator", "engine"]
+SCHEDULERS: tuple[str, ...] = get_args(SchedulerName)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One served model: where it is, how it runs, how its requests are scheduled."""
+
+    path: Path
+    name: str = "onnx-genai"
+    device: str = "auto"  # "auto" or a key of backends.providers.PROVIDERS
+    intra_op_threads: int | None = None  # None: every CPU this process may use
+    max_length: int | None = None  # None: the model's context length
+    scheduler: SchedulerName = "auto"
+    prefill_chunk: int = 256  # prompt tokens prefilled per scheduler step
+    cache_sequences: int = 4  # finished sequences kept for prefix reuse
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the server admits, and the defaults requests get."""
+
+    max_concurrency: int = 8  # sequences generating at once
+    max_queue: int = 64  # sequences allowed to wait beyond those
+    request_timeout: float | None = None  # seconds per request, queue time included
+    default_max_tokens: int = 256
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    model: ModelConfig
+    limits: Limits = field(default_factory=Limits)

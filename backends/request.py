@@ -1,0 +1,88 @@
+"""The one request every front door builds: what to generate, for whom, until when.
+
+A door (an HTTP route, the in-process client) turns its own protocol into a
+:class:`GenerationRequest`, hands it to ``InferenceService.submit`` and turns the handle's
+pieces back into its wire format. Nothing here knows HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.types import GuidanceKind, SamplingParams
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """Chat messages, rendered with the model's chat template."""
+
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[Mapping[str, Any]] | None = None  # passed to the template
+    template_args: Mapping[str, Any] | None = None  # extra template variables
+
+
+@dataclass(frozen=True)
+class TextPrompt:
+    """Raw text, continued as it is (no template)."""
+
+    text: str
+
+
+Prompt = ChatPrompt | TextPrompt
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Everything one generation needs.
+
+    ``prompt`` may be a list (OpenAI completions): every prompt gets ``n`` choices, and choice
+    ``p × n + i`` is prompt ``p``'s ``i``-th. A seeded request gives choice ``i`` the seed
+    ``seed + i``: reproducible, yet the choices differ.
+
+    ``deadline`` is a ``time.perf_counter()`` value; ``None`` means the server's own request
+    timeout, counted from ``accepted_at``. ``param_names`` says how the door calls the fields
+    an error may be about (``prompt``, ``max_tokens``), so messages name the client's field.
+    """
+
+    prompt: Prompt | Sequence[Prompt]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_tokens: int | None = None  # None: the server default, reduced to the room left
+    stop: Sequence[str] = ()
+    n: int = 1
+    model: str | None = None  # None: the served model
+    request_id: str | None = None
+    deadline: float | None = None
+    accepted_at: float = field(default_factory=time.perf_counter)
+    param_names: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def prompts(self) -> list[Prompt]:
+        if isinstance(self.prompt, ChatPrompt | TextPrompt):
+            return [self.prompt]
+        return list(self.prompt)
+
+    @property
+    def choice_count(self) -> int:
+        return len(self.prompts) * self.n
+
+    def param(self, name: str) -> str:
+        """The client's name for the core field ``name`` (for error messages)."""
+        if name in self.param_names:
+            return self.param_names[name]
+        if name == "prompt" and isinstance(self.prompts[0], ChatPrompt):
+            return "messages"
+        return name
+
+
+def json_schema_guidance(schema: Mapping[str, Any] | None) -> tuple[GuidanceKind, str]:
+    """Guidance that makes the output a JSON value matching ``schema`` (any object if None).
+
+    Free whitespace lets a weak model loop on spaces forever, so the output is compact JSON
+    unless the schema says otherwise (``x-guidance``)."""
+    spec: dict[str, Any] = dict(schema or {}) or {"type": "object"}
+    spec.setdefault("x-guidance", {"whitespace_flexible": False})
+    return ("json_schema", json.dumps(spec))

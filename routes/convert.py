@@ -1,0 +1,45 @@
+"""HTTP bodies → the core's request pieces, and the core's timing → the ``metrics`` body.
+
+Shared by every HTTP door, so a sampling field means the same on each of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from backends.request import ChatPrompt, json_schema_guidance
+from backends.types import SamplingParams
+from metrics.timing import RequestMetrics
+from schemas.common import ChatMessage, SamplingFields, TimingMetrics
+
+
+def sampling_params(
+    body: SamplingFields,
+    *,
+    logprobs: bool = False,
+    top_logprobs: int = 0,
+    json_schema: Mapping[str, Any] | None = None,
+) -> SamplingParams:
+    return SamplingParams(
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=body.top_k,
+        seed=body.seed,
+        min_new_tokens=body.min_tokens,
+        repetition_penalty=body.repetition_penalty,
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+        logit_bias=body.token_bias(),
+        logprobs=logprobs,
+        top_logprobs=top_logprobs,
+        guidance=json_schema_guidance(json_schema) if json_schema is not None else None,
+    )
+
+
+def chat_prompt(messages: Sequence[ChatMessage]) -> ChatPrompt:
+    return ChatPrompt([m.as_template_message() for m in messages])
+
+
+def timing(metrics: RequestMetrics, model: str) -> TimingMetrics:
+    return TimingMetrics(**metrics.as_dict(), model=model)

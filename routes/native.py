@@ -1,0 +1,84 @@
+"""The native API: /healthz, /v1/chat (JSON + metrics) and /v1/chat/stream (SSE).
+
+Neither answer has a field for a cut text, so a request cut by GENAI_REQUEST_TIMEOUT is a 504
+on /v1/chat and an in-band ``request_timeout`` error event on the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse
+
+from backends.errors import RequestTimedOut
+from backends.handle import RequestHandle
+from backends.request import GenerationRequest
+from routes.cancellation import unless_disconnected
+from routes.convert import chat_prompt, sampling_params, timing
+from routes.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from routes.middleware import request_id
+from routes.sse import event_stream
+from schemas.native import ChatRequest, ChatResponse, Health, StreamDone, StreamToken
+
+router = APIRouter()
+
+
+def chat_request(body: ChatRequest, rid: str) -> GenerationRequest:
+    return GenerationRequest(
+        chat_prompt(body.messages),
+        sampling_params(body),
+        max_tokens=body.max_tokens,
+        stop=body.stop_list,
+        model=body.model,
+        request_id=rid,
+    )
+
+
+def timed_out(tokens: int) -> RequestTimedOut:
+    return RequestTimedOut(
+        f"The request exceeded GENAI_REQUEST_TIMEOUT after {tokens} tokens; this API has no "
+        "field to mark a cut answer, so none is returned."
+    )
+
+
+@router.get("/healthz", response_model=Health, responses={503: {"model": Health}}, tags=["health"])
+async def healthz(service: ServiceDep) -> JSONResponse:
+    health = Health(status=service.status, device=service.device, model_dir=str(service.model_dir))
+    return JSONResponse(health.model_dump(), 200 if health.status == "ok" else 503)
+
+
+@router.post("/v1/chat", response_model=ChatResponse, responses=ERROR_RESPONSES, tags=["chat"])
+async def chat(body: ChatRequest, service: ServiceDep, request: Request) -> ChatResponse:
+    handle = await service.submit(chat_request(body, request_id(request)))
+    result = await unless_disconnected(request, handle.result())
+    [choice] = result.choices
+    if choice.finish_reason == "timeout":
+        raise timed_out(choice.completion_tokens)
+    return ChatResponse(content=choice.text, metrics=timing(result.metrics, handle.model))
+
+
+async def _events(handle: RequestHandle) -> AsyncIterator[str]:
+    async for piece in handle:
+        if piece.text:
+            yield StreamToken(token=piece.text).model_dump_json()
+        if piece.finish_reason == "timeout":
+            raise timed_out(handle.usage().completion_tokens)
+    yield StreamDone(metrics=timing(handle.metrics(), handle.model)).model_dump_json()
+
+
+@router.post(
+    "/v1/chat/stream",
+    responses=ERROR_RESPONSES,
+    tags=["chat"],
+    response_class=EventSourceResponse,
+    description='Server-sent events: `data: {"token": ...}` per decoded piece, then '
+    '`data: {"done": true, "token": "[DONE]", "metrics": {...}}`. An error after the stream '
+    'started arrives as `data: {"error": {...}}` and ends the stream.',
+)
+async def chat_stream(
+    body: ChatRequest, service: ServiceDep, settings: SettingsDep, request: Request
+) -> EventSourceResponse:
+    handle = await service.submit(chat_request(body, request_id(request)))
+    return event_stream(_events(handle), settings.server.sse_ping)

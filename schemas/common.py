@@ -1,0 +1,133 @@
+"""Request and response pieces every API shares: chat messages, sampling fields, timing."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int (backends.types.SEED_MAX)
+MAX_STOPS = 4
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text"]
+    text: str
+
+
+def _content_part(value: Any) -> Any:
+    if isinstance(value, dict) and value.get("type") != "text":
+        raise PydanticCustomError(
+            "unsupported_part",
+            "content part type '{type}' is not supported: this model takes text only",
+            {"type": value.get("type")},
+        )
+    return value
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"] = Field(
+        description="`developer` is treated as `system`."
+    )
+    content: str | list[TextPart] = Field(
+        description="A string, or a list of text parts (joined with newlines)."
+    )
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _parts(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [_content_part(p) for p in value]
+        if not isinstance(value, str):  # one clear error, not one per member of the union
+            raise PydanticCustomError("content_type", "must be a string or a list of text parts")
+        return value
+
+    def as_template_message(self) -> dict[str, str]:
+        text = (
+            self.content
+            if isinstance(self.content, str)
+            else "\n".join(p.text for p in self.content)
+        )
+        role = "system" if self.role == "developer" else self.role
+        return {"role": role, "content": text}
+
+
+class SamplingFields(BaseModel):
+    """The sampling surface every generating route accepts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(None, description="The served model name; omit for the default.")
+    temperature: float = Field(1.0, ge=0.0, le=2.0, description="0 means greedy decoding.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0, description="0 disables the top-k cut.")
+    min_tokens: int = Field(0, ge=0, description="EOS is suppressed until this many tokens.")
+    stop: str | list[str] | None = Field(
+        None,
+        description=f"Up to {MAX_STOPS} strings; the text ends before the first one, "
+        "which is not returned.",
+    )
+    seed: int | None = Field(None, ge=0, le=SEED_MAX, description="Same seed, same output.")
+    repetition_penalty: float = Field(
+        1.0, gt=0.0, le=2.0, description="Multiplicative (HF/CTRL) penalty; 1 = off."
+    )
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    logit_bias: dict[str, float] | None = Field(
+        None, description='Token id (as a string) → bias in [-100, 100], e.g. {"50256": -100}.'
+    )
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value: str | list[str] | None) -> list[str] | None:
+        stops = [value] if isinstance(value, str) else value
+        if stops is None:
+            return None
+        if len(stops) > MAX_STOPS:
+            raise PydanticCustomError(
+                "too_many_stops", "at most {n} stop strings", {"n": MAX_STOPS}
+            )
+        if any(not s for s in stops):
+            raise PydanticCustomError("empty_stop", "stop strings must not be empty")
+        return stops
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _bias(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key, bias in (value or {}).items():
+            token = key.strip()
+            if not (token.isascii() and token.isdigit()):
+                raise PydanticCustomError(
+                    "bad_token_id",
+                    "keys must be token ids (non-negative integers), got '{key}'",
+                    {"key": key},
+                )
+            if not -100.0 <= bias <= 100.0:
+                raise PydanticCustomError(
+                    "bad_bias", "biases must be in [-100, 100], got {bias}", {"bias": bias}
+                )
+        return value
+
+    def token_bias(self) -> dict[int, float] | None:
+        return {int(k): v for k, v in self.logit_bias.items()} if self.logit_bias else None
+
+    @property
+    def stop_list(self) -> list[str]:
+        # The validator turned a single string into a list.
+        return list(self.stop or [])
+
+
+class TimingMetrics(BaseModel):
+    ttft: float = Field(description="Seconds from request accepted to first output token.")
+    total_latency: float = Field(description="Seconds from request accepted to the end.")
+    tokens_per_second: float = Field(description="Decode speed: 1 / tpot.")
+    output_tokens_per_second: float = Field(description="output_tokens / total_latency.")
+    input_tokens: int
+    output_tokens: int
+    tpot: float = Field(description="(t_last - t_first) / (output_tokens - 1), seconds.")
+    model: str

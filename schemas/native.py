@@ -1,0 +1,46 @@
+"""The native API's bodies: /healthz, /v1/chat and /v1/chat/stream (the original API)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.common import ChatMessage, SamplingFields, TimingMetrics
+
+
+class ChatRequest(SamplingFields):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}]
+        },
+    )
+
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    temperature: float = Field(0.7, ge=0.0, le=2.0, description="0 means greedy decoding.")
+    max_tokens: int | None = Field(
+        None, gt=0, description="Tokens to generate at most; default GENAI_DEFAULT_MAX_TOKENS."
+    )
+
+
+class ChatResponse(BaseModel):
+    content: str
+    metrics: TimingMetrics
+
+
+class StreamToken(BaseModel):
+    token: str
+
+
+class StreamDone(BaseModel):
+    done: Literal[True] = True
+    token: Literal["[DONE]"] = "[DONE]"
+    metrics: TimingMetrics
+
+
+class Health(BaseModel):
+    status: Literal["ok", "loading", "error"]
+    backend: Literal["onnx-genai"] = "onnx-genai"
+    device: str
+    model_dir: str

@@ -1,0 +1,241 @@
+"""One core, every door: the same greedy request through the native API, the OpenAI API
+(streamed and not), /generate and OnnxTextGenerator gives the same text, the same finish
+reason and the same token counts: at max_tokens, at a stop string, at EOS, and on a timeout.
+
+Text doors (/generate, /v1/completions, OnnxTextGenerator with a string) get the chat prompt
+already rendered, so every door continues the very same tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from in_process import OnnxTextGenerator
+from schemas.settings import DEMO_MODEL_DIR
+from tests.conftest import DirectGenerator, make_client, parse_sse, wait_ready
+
+pytestmark = pytest.mark.model
+
+MESSAGES = [{"role": "user", "content": "Name three rivers and a mountain."}]
+EOS = 2  # the demo model's eos_token_id
+
+
+@dataclass(frozen=True)
+class Outcome:
+    text: str | None  # None: the door returns no text for this ending (a 504, an error event)
+    finish: str | None  # None: the door has no finish reason
+    tokens: int | None  # None: the door does not say
+
+
+@dataclass
+class Doors:
+    client: TestClient
+    generator: OnnxTextGenerator
+    prompt_text: str  # MESSAGES through the chat template
+
+
+Door = Callable[[Doors, dict[str, Any]], Outcome]
+
+
+def _sse(client: TestClient, path: str, body: dict[str, Any]) -> list[Any]:
+    with client.stream("POST", path, json=body) as resp:
+        assert resp.status_code == 200, resp.read()
+        return [json.loads(p) for p in parse_sse(resp.iter_lines()) if p != "[DONE]"]
+
+
+def native_chat(d: Doors, req: dict[str, Any]) -> Outcome:
+    resp = d.client.post("/v1/chat", json={"messages": MESSAGES, **req})
+    if resp.status_code == 504:
+        assert resp.json()["error"]["code"] == "request_timeout"
+        return Outcome(None, "timeout", None)
+    assert resp.status_code == 200, resp.text
+    return Outcome(resp.json()["content"], None, resp.json()["metrics"]["output_tokens"])
+
+
+def native_stream(d: Doors, req: dict[str, Any]) -> Outcome:
+    *tokens, last = _sse(d.client, "/v1/chat/stream", {"messages": MESSAGES, **req})
+    if "error" in last:
+        assert last["error"]["code"] == "request_timeout"
+        return Outcome(None, "timeout", None)
+    assert last["done"] is True
+    return Outcome("".join(t["token"] for t in tokens), None, last["metrics"]["output_tokens"])
+
+
+def openai_chat(d: Doors, req: dict[str, Any]) -> Outcome:
+    resp = d.client.post("/v1/chat/completions", json={"messages": MESSAGES, **req})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    [choice] = body["choices"]
+    return Outcome(
+        choice["message"]["content"], choice["finish_reason"], body["usage"]["completion_tokens"]
+    )
+
+
+def openai_chat_stream(d: Doors, req: dict[str, Any]) -> Outcome:
+    body = {
+        "messages": MESSAGES,
+        **req,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    chunks = _sse(d.client, "/v1/chat/completions", body)
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    finish = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1]
+    return Outcome(text, finish, chunks[-1]["usage"]["completion_tokens"])
+
+
+def openai_completion(d: Doors, req: dict[str, Any]) -> Outcome:
+    resp = d.client.post("/v1/completions", json={"prompt": d.prompt_text, **req})
+    assert resp.status_code == 200, resp.text
+    [choice] = resp.json()["choices"]
+    return Outcome(
+        choice["text"], choice["finish_reason"], resp.json()["usage"]["completion_tokens"]
+    )
+
+
+def openai_completion_stream(d: Doors, req: dict[str, Any]) -> Outcome:
+    body = {
+        "prompt": d.prompt_text,
+        **req,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    chunks = _sse(d.client, "/v1/completions", body)
+    text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+    finish = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1]
+    return Outcome(text, finish, chunks[-1]["usage"]["completion_tokens"])
+
+
+def generate_route(d: Doors, req: dict[str, Any]) -> Outcome:
+    body = {"prompt": d.prompt_text, **req}
+    body["max_new_tokens"] = body.pop("max_tokens")
+    resp = d.client.post("/generate", json=body)
+    assert resp.status_code == 200, resp.text
+    out = resp.json()
+    return Outcome(out["generated_text"], out["finish_reason"], out["tokens_generated"])
+
+
+def _in_process_options(req: dict[str, Any]) -> dict[str, Any]:
+    options = dict(req)
+    options["max_new_tokens"] = options.pop("max_tokens")
+    if "min_tokens" in options:
+        options["min_new_tokens"] = options.pop("min_tokens")
+    if "logit_bias" in options:
+        options["logit_bias"] = {int(k): v for k, v in options["logit_bias"].items()}
+    return options
+
+
+def in_process_chat(d: Doors, req: dict[str, Any]) -> Outcome:
+    out = d.generator.generate(MESSAGES, **_in_process_options(req))
+    return Outcome(out["generated_text"], out["finish_reason"], out["tokens_generated"])
+
+
+def in_process_text(d: Doors, req: dict[str, Any]) -> Outcome:
+    out = d.generator.generate(d.prompt_text, **_in_process_options(req))
+    return Outcome(out["generated_text"], out["finish_reason"], out["tokens_generated"])
+
+
+def in_process_stream(d: Doors, req: dict[str, Any]) -> Outcome:
+    *items, (tail, last) = d.generator.stream_generate(MESSAGES, **_in_process_options(req))
+    text = "".join(t for t, _ in items) + tail
+    return Outcome(text, last["finish_reason"], last["tokens_generated"])
+
+
+DOORS: dict[str, Door] = {
+    "/v1/chat": native_chat,
+    "/v1/chat/stream": native_stream,
+    "chat.completions": openai_chat,
+    "chat.completions stream": openai_chat_stream,
+    "completions": openai_completion,
+    "completions stream": openai_completion_stream,
+    "/generate": generate_route,
+    "OnnxTextGenerator chat": in_process_chat,
+    "OnnxTextGenerator text": in_process_text,
+    "OnnxTextGenerator stream": in_process_stream,
+}
+
+
+NATIVE = ("/v1/chat", "/v1/chat/stream")  # no finish reason, no cut text
+
+
+@contextmanager
+def open_doors(oracle: DirectGenerator, **settings: Any) -> Iterator[Doors]:
+    with make_client(**settings) as client:
+        wait_ready(client)
+        with OnnxTextGenerator(model_dir=DEMO_MODEL_DIR, **settings) as generator:
+            yield Doors(client, generator, oracle.chat_prompt(MESSAGES))
+
+
+@pytest.fixture(scope="module")
+def doors(oracle: DirectGenerator) -> Iterator[Doors]:
+    with open_doors(oracle) as d:
+        yield d
+
+
+def through_every_door(d: Doors, req: dict[str, Any]) -> dict[str, Outcome]:
+    return {name: door(d, req) for name, door in DOORS.items()}
+
+
+def assert_agree(outcomes: dict[str, Outcome], expected: Outcome) -> None:
+    for name, got in outcomes.items():
+        if name in NATIVE and expected.finish == "timeout":
+            assert got == Outcome(None, "timeout", None), name
+        elif name in NATIVE:
+            assert got == Outcome(expected.text, None, expected.tokens), name
+        else:
+            assert got == expected, name
+
+
+def test_max_tokens_reached(doors: Doors, oracle: DirectGenerator) -> None:
+    text, tokens = oracle.greedy(doors.prompt_text, 12)
+    assert len(tokens) == 12, "the oracle stopped early; pick another prompt"
+    outcomes = through_every_door(doors, {"temperature": 0, "max_tokens": 12})
+    assert_agree(outcomes, Outcome(text, "length", 12))
+
+
+def test_a_stop_string(doors: Doors, oracle: DirectGenerator) -> None:
+    full, tokens = oracle.greedy(doors.prompt_text, 24)
+    pieces = [oracle.tokenizer.decode([t]) for t in tokens]
+    stop = next(p for p in pieces[4:] if len(p.strip()) >= 2 and "\ufffd" not in p)
+    made = next(i + 1 for i in range(len(pieces)) if stop in "".join(pieces[: i + 1]))
+    outcomes = through_every_door(doors, {"temperature": 0, "max_tokens": 24, "stop": [stop]})
+    assert_agree(outcomes, Outcome(full[: full.find(stop)], "stop", made))
+
+
+def test_eos_after_min_tokens(doors: Doors, oracle: DirectGenerator) -> None:
+    text, _ = oracle.greedy(doors.prompt_text, 3)
+    req = {"temperature": 0, "max_tokens": 12, "min_tokens": 3, "logit_bias": {str(EOS): 100}}
+    assert_agree(through_every_door(doors, req), Outcome(text, "stop", 3))
+
+
+def test_a_timeout_before_the_first_token(oracle: DirectGenerator) -> None:
+    with open_doors(oracle, request_timeout=1e-6) as d:
+        outcomes = through_every_door(d, {"temperature": 0, "max_tokens": 12})
+    assert_agree(outcomes, Outcome("", "timeout", 0))
+
+
+def test_a_timeout_mid_answer_returns_the_text_so_far(
+    doors: Doors, oracle: DirectGenerator
+) -> None:
+    req = {"temperature": 0, "max_tokens": 1900, "min_tokens": 1900}
+    reference = [
+        t for t, meta in doors.generator.stream_generate(MESSAGES, **_in_process_options(req))
+    ]
+    assert len(reference) == 1901  # 1900 tokens, then the finish
+    so_far = ["".join(reference[:k]) for k in range(1901)]
+    with open_doors(oracle, request_timeout=0.05) as d:
+        outcomes = through_every_door(d, req)
+    for name, got in outcomes.items():
+        assert got.finish == "timeout", name
+        if name in NATIVE:
+            assert got == Outcome(None, "timeout", None), name
+            continue
+        assert got.tokens is not None and got.tokens < 1900, name
+        assert got.text == so_far[got.tokens], name
