@@ -13,6 +13,7 @@ COPY backends ./backends
 COPY schemas ./schemas
 COPY metrics ./metrics
 COPY routes ./routes
+COPY in_process ./in_process
 
 # The model baked into the image: a folder in the build context (default: the demo model).
 ARG MODEL_DIR=models/demo-llama
