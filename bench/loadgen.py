@@ -1,7 +1,7 @@
 """The project's own async load generator (httpx), for this server or any OpenAI-compatible one.
 
 Two request protocols:
-- ``seed``: this server's ``/v1/chat`` (JSON) and ``/v1/chat/stream`` (SSE ``{"token": ...}``,
+- ``native``: this server's ``/v1/chat`` (JSON) and ``/v1/chat/stream`` (SSE ``{"token": ...}``,
   then ``{"done": true, "metrics": {...}}``);
 - ``openai``: ``/v1/chat/completions`` (works against llama-server, vLLM, ...), with
   ``stream_options.include_usage`` and ``min_tokens`` where the server accepts it.
@@ -46,7 +46,7 @@ class RequestResult:
     prompt_tokens: int = 0
     itl: list[float] = field(default_factory=list)
     finish_reason: str | None = None
-    server: dict[str, Any] | None = None  # the seed API's own metrics, when given
+    server: dict[str, Any] | None = None  # the native API's own metrics, when given
     error: str | None = None
 
     @property
@@ -61,7 +61,7 @@ class Client:
     """One target server: base URL, protocol and what it accepts."""
 
     url: str
-    protocol: str = "seed"  # "seed" | "openai"
+    protocol: str = "native"  # "native" | "openai"
     model: str | None = None
     min_tokens: bool = False  # send min_tokens = max_tokens (OpenAI protocol, if accepted)
     timeout: float = 600.0
@@ -72,7 +72,7 @@ class Client:
             "max_tokens": spec.max_tokens,
             "temperature": 0.0,
         }
-        if self.protocol == "seed":
+        if self.protocol == "native":
             return ("/v1/chat/stream" if stream else "/v1/chat"), body
         if self.model:
             body["model"] = self.model
@@ -125,7 +125,7 @@ class Client:
         return res
 
     def _parse_json(self, data: dict[str, Any], res: RequestResult) -> None:
-        if self.protocol == "seed":
+        if self.protocol == "native":
             m = data["metrics"]
             res.server = m
             res.output_tokens = int(m["output_tokens"])
@@ -177,7 +177,7 @@ class Client:
         res.ok = True
 
     def _piece(self, event: dict[str, Any], res: RequestResult) -> str:
-        if self.protocol == "seed":
+        if self.protocol == "native":
             if event.get("done"):
                 m = event["metrics"]
                 res.server = m

@@ -47,7 +47,7 @@ class RunConfig:
     strategies: list[str] = field(default_factory=lambda: ["generator", "engine"])
     peers: bool = True
     settings_sweep: bool = True
-    protocol: str = "auto"  # auto | seed | openai
+    protocol: str = "auto"  # auto | native | openai
     slo_ttft: float = 1.0
     slo_tpot: float = 0.1
     seed: int = 0
@@ -171,7 +171,7 @@ class Bench:
     def _client(self, url: str, routes: set[str]) -> Client:
         proto = self.cfg.protocol
         if proto == "auto":
-            proto = "openai" if "/v1/chat/completions" in routes else "seed"
+            proto = "openai" if "/v1/chat/completions" in routes else "native"
         client = Client(url, protocol=proto)
         if proto == "openai":
             asyncio.run(self._probe(client))
@@ -281,8 +281,8 @@ class Bench:
             arms["server stream"] = lambda: self._server_once("default", True)
             arms["server non-stream"] = lambda: self._server_once("default", False)
             if self.clients["default"].protocol == "openai":
-                arms["server stream (seed API)"] = lambda: self._server_once(
-                    "default", True, "seed"
+                arms["server stream (native API)"] = lambda: self._server_once(
+                    "default", True, "native"
                 )
         if cfg.settings_sweep:
             self._add_setting_arms(arms)
@@ -411,8 +411,8 @@ class Bench:
 
     def _conversation(self, name: str, msgs: list[dict[str, str]], nxt: str) -> tuple[float, float]:
         client = self.clients[name]
-        if client.protocol != "seed":
-            client = Client(client.url, protocol="seed")  # the seed API returns the reply text
+        if client.protocol != "native":
+            client = Client(client.url, protocol="native")  # the native API returns the reply text
         import httpx
 
         async def go() -> tuple[float, float]:
