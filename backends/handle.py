@@ -128,6 +128,11 @@ class RequestHandle:
 
     # ---- the door's side -----------------------------------------------------------------
     @property
+    def accepted(self) -> float:
+        """When the request was accepted (``time.perf_counter()``)."""
+        return self._timer.accepted
+
+    @property
     def finished(self) -> bool:
         return all(c.finish is not None for c in self.choices)
 

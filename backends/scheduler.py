@@ -164,14 +164,6 @@ class Scheduler:
         if self._thread.is_alive():
             self._thread.join(timeout)
 
-    @property
-    def active_count(self) -> int:
-        return len(self._active_ids)
-
-    @property
-    def waiting_count(self) -> int:
-        return len(self._waiting)
-
     def active_job_ids(self) -> list[str]:
         return list(self._active_ids)
 

@@ -9,6 +9,7 @@ methods here and the read-only :class:`ServiceStats` snapshot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import threading
@@ -119,7 +120,7 @@ class InferenceService:
         self._scheduler = scheduler or Scheduler(
             config.model, strategy_factory(config), max_concurrency=config.limits.max_concurrency
         )
-        self._inflight: dict[str, tuple[Choice, RequestTimer, RequestHandle]] = {}
+        self._inflight: dict[str, tuple[Choice, RequestHandle]] = {}
         self._ids = itertools.count(1)
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -143,7 +144,7 @@ class InferenceService:
         deadline = time.monotonic() + timeout
         while self._inflight and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        left = [choice for choice, _, _ in self._inflight.values()]
+        left = [choice for choice, _ in self._inflight.values()]
         for choice in left:
             choice.cancelled.set()
         while self._inflight and time.monotonic() < deadline + 5:
@@ -197,9 +198,9 @@ class InferenceService:
                 state="running" if choice.id in running_ids else "waiting",
                 prompt_tokens=len(handle.prompts[choice.prompt_index]) if handle.prompts else 0,
                 generated_tokens=choice.generated,
-                age_seconds=now - timer.accepted,
+                age_seconds=now - handle.accepted,
             )
-            for choice, timer, handle in list(self._inflight.values())
+            for choice, handle in list(self._inflight.values())
         )
         running = sum(r.state == "running" for r in requests)
         return ServiceStats(running=running, waiting=len(requests) - running, requests=requests)
@@ -232,7 +233,8 @@ class InferenceService:
 
             def settle(fut: Future[None]) -> None:
                 if fut.exception() is not None:  # nothing was queued: nothing will finish
-                    loop.call_soon_threadsafe(self._forget, handle)
+                    with contextlib.suppress(RuntimeError):  # the loop is gone already
+                        loop.call_soon_threadsafe(self._forget, handle)
 
             prepared.add_done_callback(settle)
             raise
@@ -292,7 +294,7 @@ class InferenceService:
         timer = RequestTimer(accepted=request.accepted_at)
         handle = RequestHandle(base, self.model_name, choices, timer, self._token, self._finished)
         for choice in choices:
-            self._inflight[choice.id] = (choice, timer, handle)
+            self._inflight[choice.id] = (choice, handle)
         return handle
 
     def _prepare(
