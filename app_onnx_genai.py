@@ -38,6 +38,7 @@ def service_config(settings: Settings) -> ServiceConfig:
             scheduler=model.scheduler,
             prefill_chunk=model.prefill_chunk,
             cache_sequences=model.cache_sequences,
+            kv_cache_mib=model.kv_cache_mib,
         ),
         limits=Limits(
             max_concurrency=server.max_concurrency,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
-SchedulerName = Literal["auto", "generator", "engine"]
+SchedulerName = Literal["auto", "generator", "engine", "batch"]
 SCHEDULERS: tuple[str, ...] = get_args(SchedulerName)
 
 
@@ -22,6 +22,7 @@ class ModelConfig:
     scheduler: SchedulerName = "auto"
     prefill_chunk: int = 256  # prompt tokens prefilled per scheduler step
     cache_sequences: int = 4  # finished sequences kept for prefix reuse
+    kv_cache_mib: float | None = None  # batch strategy: KV memory budget; None: max_length
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ class EngineStrategy:
     def __init__(self, model: LoadedModel, *, cache_size: int = 0, event_buffer: int = 256):
         og = model.og
         self.model = model
+        self.max_length = model.max_length
         self.og = og
         self.engine = og.Engine(model.model)
         self.buffer = self.engine.create_event_buffer(event_buffer)

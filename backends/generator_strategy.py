@@ -64,6 +64,8 @@ class GeneratorStrategy:
 
     def __init__(self, model: LoadedModel, *, prefill_chunk: int = 256, cache_size: int = 4):
         self.model = model
+        self.max_length = model.max_length
+        self.og_model = model.model  # the weights load here, at start, not at the first request
         self.prefill_chunk = prefill_chunk
         self.cache: PrefixCache[Any] = PrefixCache(cache_size, min_match=1)
         self._active: list[_Seq] = []
@@ -138,7 +140,7 @@ class GeneratorStrategy:
     # ---- internals -----------------------------------------------------------------------
     def _new_generator(self, p: GenerationParams, capacity: int, min_length: int) -> Any:
         og = self.model.og
-        params = og.GeneratorParams(self.model.model)
+        params = og.GeneratorParams(self.og_model)
         options: dict[str, Any] = {"max_length": capacity, "do_sample": not p.greedy}
         if min_length:
             # Native EOS suppression: no per-step logits round trip for min_tokens.
@@ -152,7 +154,7 @@ class GeneratorStrategy:
         params.set_search_options(**options)
         if p.guidance is not None:
             params.set_guidance(*p.guidance)
-        return og.Generator(self.model.model, params)
+        return og.Generator(self.og_model, params)
 
     def _step(self, seq: _Seq) -> None:
         if seq.pending:

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from backends.config import ModelConfig
@@ -38,13 +39,30 @@ def usable_cpus() -> int:
 
 @dataclass
 class LoadedModel:
+    """A model folder ready to serve: the tokenizer now, the og.Model when first asked for.
+
+    The og.Model (weights, sessions) is made lazily because the ``batch`` strategy runs the
+    decoder on its own onnxruntime session and needs only the tokenizer; loading the weights
+    twice would double the memory."""
+
     og: Any
-    model: Any
+    og_config: Any  # og.Config with the provider and thread settings applied
     tokenizer: Any
     folder: ModelFolder
     provider: ProviderChoice
     max_length: int
     eos_token_ids: frozenset[int]
+    threads: int  # intra-op threads (CPU)
+
+    @cached_property
+    def model(self) -> Any:
+        """The og.Model; call on the owner thread."""
+        try:
+            return self.og.Model(self.og_config)
+        except Exception as exc:  # onnxruntime-genai reports through RuntimeError/OSError
+            raise StartupError(
+                f"onnxruntime-genai could not load {self.folder.path}: {exc}"
+            ) from None
 
     @property
     def vocab_size(self) -> int:
@@ -87,17 +105,16 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
         overlay = session_overlay(threads, choice)
         if overlay is not None:
             config.overlay(json.dumps(overlay))
-        model = og.Model(config)
-        tokenizer = og.Tokenizer(model)
+        tokenizer = og.Tokenizer(str(folder.path))  # no weights needed for that
     except Exception as exc:  # onnxruntime-genai reports through RuntimeError/OSError
         raise StartupError(f"onnxruntime-genai could not load {folder.path}: {exc}") from None
     eos = frozenset(int(t) for t in tokenizer.eos_token_ids)
     log.info(
-        "loaded %s model from %s: context %d, max_length %d, intra-op threads %s",
+        "%s model in %s: context %d, max_length %d, intra-op threads %s",
         folder.model_type,
         folder.path,
         folder.context_length,
         max_length,
         threads if choice.name == "cpu" else "provider default",
     )
-    return LoadedModel(og, model, tokenizer, folder, choice, max_length, eos)
+    return LoadedModel(og, config, tokenizer, folder, choice, max_length, eos, threads)

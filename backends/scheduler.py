@@ -80,6 +80,7 @@ class Strategy(Protocol):
     """How active jobs are advanced. Called only on the owner thread."""
 
     name: str
+    max_length: int  # tokens one sequence may hold, prompt included
 
     def unsupported(self, params: GenerationParams) -> str | None:
         """The parameter this strategy cannot honour, if any (the request is then refused)."""

@@ -69,12 +69,27 @@ class ServiceStats:
 
 def strategy_factory(config: ServiceConfig) -> Callable[[LoadedModel], Strategy]:
     """Pick the scheduling strategy once the model is loaded (``auto`` looks at the model)."""
-    model_cfg = config.model
+    model_cfg, slots = config.model, config.limits.max_concurrency
 
     def make(model: LoadedModel) -> Strategy:
         name = model_cfg.scheduler
         if name == "auto":
             name = "engine" if model.dynamic_batching else "generator"
+        if name == "batch":
+            from backends.batch.decoder import UnsupportedModel
+            from backends.batch.strategy import BatchStrategy
+
+            try:
+                return BatchStrategy.create(
+                    model,
+                    slots=slots,
+                    prefill_chunk=model_cfg.prefill_chunk,
+                    cache_size=model_cfg.cache_sequences,
+                    kv_budget_mib=model_cfg.kv_cache_mib,
+                )
+            except UnsupportedModel as exc:
+                log.warning("batch scheduler: cannot serve this model (%s); using generator", exc)
+                name = "generator"
         if name == "engine":
             from backends.engine_strategy import EngineStrategy
 
@@ -173,8 +188,9 @@ class InferenceService:
 
     @property
     def max_length(self) -> int | None:
-        model = self._scheduler.model
-        return model.max_length if model is not None else None
+        """Tokens one sequence may hold (prompt + output); None while loading."""
+        strategy = self._scheduler.strategy
+        return strategy.max_length if strategy is not None else None
 
     @property
     def strategy_name(self) -> str | None:
@@ -321,7 +337,7 @@ class InferenceService:
                 len(prompt),
                 request.max_tokens,
                 limits.default_max_tokens,
-                model.max_length,
+                strategy.max_length,
                 prompt_param=prompt_param,
                 tokens_param=tokens_param,
             )

@@ -37,7 +37,7 @@ ENV_FILE = ".env"
 # Tied to backends.providers.PROVIDERS and backends.config.SCHEDULERS by tests/test_settings.py
 # (schemas/ may not import backends/).
 Device = Literal["auto", "cpu", "cuda", "directml", "coreml", "webgpu", "openvino", "qnn"]
-SchedulerName = Literal["auto", "generator", "engine"]
+SchedulerName = Literal["auto", "generator", "engine", "batch"]
 
 
 def _setting(default: Any, env: str, field: str, description: str, **kw: Any) -> Any:
@@ -100,7 +100,8 @@ class ModelSettings(BaseSettings):
         "auto",
         "GENAI_SCHEDULER",
         "scheduler",
-        "auto (engine for dynamic-batching models, else generator), generator or engine.",
+        "auto (engine for dynamic-batching models, else generator), generator, engine or "
+        "batch (continuous batching on the CPU).",
     )
     cache_sequences: int = _setting(
         4,
@@ -108,6 +109,14 @@ class ModelSettings(BaseSettings):
         "cache_sequences",
         "Finished sequences kept for prefix reuse (LRU); 0 disables reuse.",
         ge=0,
+    )
+    kv_cache_mib: float | None = _setting(
+        None,
+        "GENAI_KV_CACHE_MIB",
+        "kv_cache_mib",
+        "batch scheduler: KV cache memory for all slots, in MiB; it bounds the tokens per "
+        "sequence below the max length. Unset: every slot holds the max length.",
+        gt=0,
     )
 
     @field_validator("device", mode="before")

@@ -21,7 +21,8 @@ from schemas.settings import DEMO_MODEL_DIR
 
 pytestmark = pytest.mark.model
 
-STRATEGIES = ["generator", "engine"]
+STRATEGIES = ["generator", "engine", "batch"]
+FULL = ["generator", "batch"]  # the strategies with the whole sampling surface
 MODEL_FIELDS = ("scheduler", "cache_sequences", "prefill_chunk")
 EOS = 2  # the demo model's eos_token_id
 
@@ -95,7 +96,7 @@ def test_second_turn_reuses_the_first_and_matches_a_cold_run(strategy: str) -> N
     cold1, cold2 = run(config(scheduler=strategy, cache_sequences=0), conversation)
     assert warm1.usage.cached_tokens == 0
     assert cold2.usage.cached_tokens == 0
-    if strategy == "generator":
+    if strategy != "engine":
         assert warm2.usage.cached_tokens > len(turn1[0]["content"]) // 8
     else:
         # A static-batching Engine (every CPU model) keeps no prefix cache and cannot continue
@@ -166,7 +167,8 @@ def test_a_request_deadline_overrides_the_server_timeout() -> None:
     assert result.metrics.input_tokens == result.usage.prompt_tokens > 0
 
 
-def test_min_tokens_and_logit_bias_and_logprobs() -> None:
+@pytest.mark.parametrize("strategy", FULL)
+def test_min_tokens_and_logit_bias_and_logprobs(strategy: str) -> None:
     async def body(service: InferenceService) -> tuple[Result, Result, list[Piece]]:
         forced = await chat(service, user("hi"), max_tokens=5, logit_bias={65: 100.0})
         long = await chat(service, user("hi"), max_tokens=40, min_new_tokens=40)
@@ -176,7 +178,7 @@ def test_min_tokens_and_logit_bias_and_logprobs() -> None:
         pieces = [p async for p in handle if p.token is not None]
         return forced, long, pieces
 
-    forced, long, pieces = run(config(), body)
+    forced, long, pieces = run(config(scheduler=strategy), body)
     assert forced.usage.completion_tokens == 5
     assert long.usage.completion_tokens == 40
     assert len(pieces) == 4
@@ -190,15 +192,17 @@ def test_min_tokens_and_logit_bias_and_logprobs() -> None:
         assert p.token.top_logprobs[0].logprob == pytest.approx(chosen.logprob)
 
 
-def test_logit_bias_forces_the_token(oracle) -> None:
+@pytest.mark.parametrize("strategy", FULL)
+def test_logit_bias_forces_the_token(strategy: str, oracle) -> None:
     async def body(service: InferenceService) -> Result:
         return await chat(service, user("hi"), max_tokens=4, logit_bias={65: 100.0})
 
-    result = run(config(), body)
+    result = run(config(scheduler=strategy), body)
     assert text(result) == oracle.tokenizer.decode(np.array([65, 65, 65, 65], dtype=np.int32))
 
 
-def test_seeded_sampling_is_reproducible_and_choice_i_uses_seed_plus_i() -> None:
+@pytest.mark.parametrize("strategy", FULL)
+def test_seeded_sampling_is_reproducible_and_choice_i_uses_seed_plus_i(strategy: str) -> None:
     async def body(service: InferenceService) -> tuple[list[str], list[str]]:
         singles = [
             text(await chat(service, user("hi"), max_tokens=12, temperature=1.0, seed=s))
@@ -207,7 +211,7 @@ def test_seeded_sampling_is_reproducible_and_choice_i_uses_seed_plus_i() -> None
         both = await chat(service, user("hi"), max_tokens=12, temperature=1.0, seed=7, n=2)
         return singles, [c.text for c in both.choices]
 
-    (a, b, c), choices = run(config(), body)
+    (a, b, c), choices = run(config(scheduler=strategy), body)
     assert a == b
     assert a != c
     assert choices == [a, c]
@@ -281,14 +285,14 @@ def test_min_tokens_holds_eos_back_exactly(strategy: str, cache: int) -> None:
     async def body(service: InferenceService) -> list[Result]:
         out = []
         for prompt, n in (("first prompt", 5), ("first prompt", 3), ("other", 7), ("first", 0)):
-            bias = {EOS: 100.0} if strategy == "generator" else None
+            bias = {EOS: 100.0} if strategy != "engine" else None
             out.append(
                 await chat(service, user(prompt), max_tokens=12, min_new_tokens=n, logit_bias=bias)
             )
         return out
 
     results = run(config(scheduler=strategy, cache_sequences=cache), body)
-    if strategy == "generator":  # EOS is forced by the bias: output ends exactly at min_tokens
+    if strategy != "engine":  # EOS is forced by the bias: output ends exactly at min_tokens
         assert [r.usage.completion_tokens for r in results] == [5, 3, 7, 0]
         assert all(r.choices[0].finish_reason == "stop" for r in results)
     else:

@@ -1,0 +1,10 @@
+"""The ``batch`` scheduler strategy: continuous batching on the CPU over plain onnxruntime.
+
+- ``decoder.py``: the model folder's decoder graph as an onnxruntime session, and whether the
+  engine understands it;
+- ``kv_cache.py``: one KV buffer per layer and kind, one row per slot, bound in place;
+- ``slots.py``: which sequence has which row, and which finished rows stay for prefix reuse;
+- ``sampler.py``: the next token of every row, from a step's logits;
+- ``guidance.py``: constrained decoding with llguidance;
+- ``strategy.py``: the Strategy that puts them together.
+"""

@@ -1,0 +1,50 @@
+"""The KV cache of the batch engine: one buffer per layer and kind, one row per slot.
+
+``[slots, kv_heads, capacity, head_size]`` numpy buffers, handed to onnxruntime as OrtValues
+over the same memory (no copies): rows ``[lo, hi)`` of a buffer are contiguous, so a
+sequence's row, or a range of rows for a batch, is bound in place and the attention op
+writes the new keys and values straight into it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from backends.batch.decoder import DecoderSpec
+
+MIB = 1024 * 1024
+
+
+def capacity_for(
+    spec: DecoderSpec, slots: int, max_length: int, budget_mib: float | None = None
+) -> int:
+    """Tokens per slot: the model's max length, or fewer if a KV memory budget says so."""
+    if budget_mib is None:
+        return max_length
+    fits = int(budget_mib * MIB // (slots * spec.bytes_per_token))
+    return max(1, min(max_length, fits))
+
+
+class KVCache:
+    def __init__(self, spec: DecoderSpec, slots: int, capacity: int, ort: Any) -> None:
+        self.slots = slots
+        self.capacity = capacity
+        shape = (slots, spec.kv_heads, capacity, spec.head_size)
+        # np.zeros maps memory lazily: pages become resident as sequences grow into them.
+        self.keys = [np.zeros(shape, dtype=spec.kv_dtype) for _ in range(spec.layers)]
+        self.values = [np.zeros(shape, dtype=spec.kv_dtype) for _ in range(spec.layers)]
+        self._ortvalue = ort.OrtValue.ortvalue_from_numpy
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.keys) + sum(b.nbytes for b in self.values)
+
+    def ortvalues(self, layer: int, rows: tuple[int, int]) -> tuple[Any, Any]:
+        """Layer ``layer``'s key and value rows ``[lo, hi)`` as OrtValues over the buffers."""
+        lo, hi = rows
+        return (
+            self._ortvalue(self.keys[layer][lo:hi]),
+            self._ortvalue(self.values[layer][lo:hi]),
+        )
