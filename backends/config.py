@@ -22,7 +22,7 @@ class ModelConfig:
     scheduler: SchedulerName = "auto"
     prefill_chunk: int = 256  # prompt tokens prefilled per scheduler step
     cache_sequences: int = 4  # finished sequences kept for prefix reuse
-    kv_cache_mib: float | None = None  # batch strategy: KV memory budget; None: max_length
+    kv_cache_mib: float | None = 1024.0  # batch strategy: KV memory; None: all max_length
 
 
 @dataclass(frozen=True)

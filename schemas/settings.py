@@ -110,12 +110,12 @@ class ModelSettings(BaseSettings):
         "Finished sequences kept for prefix reuse (LRU); 0 disables reuse.",
         ge=0,
     )
-    kv_cache_mib: float | None = _setting(
-        None,
+    kv_cache_mib: float = _setting(
+        1024.0,
         "GENAI_KV_CACHE_MIB",
         "kv_cache_mib",
-        "batch scheduler: KV cache memory for all slots, in MiB; it bounds the tokens per "
-        "sequence below the max length. Unset: every slot holds the max length.",
+        "batch scheduler: KV cache memory for all slots, in MiB, reserved at start; the "
+        "tokens per sequence are the max length or what this budget gives each slot.",
         gt=0,
     )
 

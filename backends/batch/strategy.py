@@ -15,6 +15,7 @@ one new position is written just past what their row holds, where it harms nothi
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,13 +102,15 @@ class BatchStrategy:
         session = make_session()
         spec = read_spec(model.folder, {i.name: i.type for i in session.get_inputs()})
         capacity = capacity_for(spec, slots, model.max_length, kv_budget_mib)
+        started = time.perf_counter()
         kv = KVCache(spec, slots, capacity, ort)
         log.info(
-            "batch scheduler: %d slots x %d tokens; KV cache %.1f MiB reserved "
+            "batch scheduler: %d slots x %d tokens; KV cache %.1f MiB reserved in %.1f s "
             "(%.1f KiB per token, %.1f MiB per slot)",
             slots,
             capacity,
             kv.nbytes / MIB,
+            time.perf_counter() - started,
             spec.bytes_per_token / 1024,
             kv.nbytes / slots / MIB,
         )
