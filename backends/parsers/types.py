@@ -1,0 +1,108 @@
+"""What the parsers hand back: calls, content and reasoning, whole or as stream events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model made. ``arguments`` is a JSON object as a string, as the model wrote
+    it (its own spacing is kept, so a streamed call and a whole one give the same string)."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    """A whole output split into the text meant for the user and the calls."""
+
+    content: str
+    calls: list[ToolCall] = field(default_factory=list)
+
+    @staticmethod
+    def from_events(events: Iterable[ParserEvent]) -> ParsedOutput:
+        """Put a stream's events back together (what a client sees once the stream ended)."""
+        content: list[str] = []
+        names: dict[int, str] = {}
+        arguments: dict[int, list[str]] = {}
+        for event in events:
+            if isinstance(event, ContentDelta):
+                content.append(event.text)
+            elif isinstance(event, ToolCallStart):
+                names[event.index] = event.name
+                arguments[event.index] = []
+            elif isinstance(event, ToolCallArgumentsDelta):
+                arguments[event.index].append(event.text)
+        calls = [ToolCall(names[i], "".join(arguments[i])) for i in sorted(names)]
+        return ParsedOutput("".join(content), calls)
+
+
+@dataclass(frozen=True)
+class ContentDelta:
+    """Text for the user (not a call, not reasoning)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStart:
+    """Call ``index`` (0, 1, ... over the whole output) to ``name`` begins."""
+
+    index: int
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolCallArgumentsDelta:
+    """More of call ``index``'s arguments; a call's deltas concatenate to its ``arguments``."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """More of the model's thinking."""
+
+    text: str
+
+
+ParserEvent = ContentDelta | ToolCallStart | ToolCallArgumentsDelta
+ReasoningEvent = ReasoningDelta | ContentDelta
+
+
+@dataclass(frozen=True)
+class ReasoningOutput:
+    """A whole output split into thinking and the rest (which may still hold calls)."""
+
+    reasoning: str
+    content: str
+
+    @staticmethod
+    def from_events(events: Iterable[ReasoningEvent]) -> ReasoningOutput:
+        seen = list(events)
+        reasoning = "".join(e.text for e in seen if isinstance(e, ReasoningDelta))
+        content = "".join(e.text for e in seen if isinstance(e, ContentDelta))
+        return ReasoningOutput(reasoning, content)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the model may call: its name and the JSON schema of its arguments."""
+
+    name: str
+    parameters: Mapping[str, Any] | None = None
+
+
+def tool_specs(tools: Sequence[Mapping[str, Any]]) -> list[ToolSpec]:
+    """Tools as the OpenAI API gives them (``{"type": "function", "function": {...}}``, or the
+    bare function object) to :class:`ToolSpec`."""
+    specs: list[ToolSpec] = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        specs.append(ToolSpec(str(function["name"]), function.get("parameters")))
+    return specs
