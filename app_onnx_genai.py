@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.service import InferenceService
 from metrics.prometheus import ServerMetrics
-from routes import generate, native, openai, ops
+from routes import admin, generate, native, openai, ops
 from routes.auth import install_auth_and_cors
 from routes.errors import install_error_handlers
 from routes.middleware import RequestIdMiddleware
@@ -91,6 +91,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(native.router)
     app.include_router(ops.router)
+    app.include_router(admin.router)
     app.include_router(openai.router)
     app.include_router(generate.router)
     app.openapi = openai.document_stream_chunks(app)  # type: ignore[method-assign]

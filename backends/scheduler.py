@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from backends.config import ModelConfig
 from backends.errors import ShuttingDown
+from backends.profiling import ProfileWindow
 from backends.runtime import LoadedModel, load_model
 from backends.stops import VisibleText
 from backends.types import Delta, FinishEvent, FinishReason, GenerationParams, TokenEvent, Usage
@@ -140,6 +141,7 @@ class Scheduler:
         self.strategy: Strategy | None = None
         self.load_error: BaseException | None = None
         self._active_ids: list[str] = []
+        self.profile: ProfileWindow | None = None  # owner thread only
         # Called on the owner thread after a step that produced some request's first token.
         self.after_first_tokens: Callable[[], None] | None = None
 
@@ -191,6 +193,8 @@ class Scheduler:
                     strategy.step()
                     if self.after_first_tokens is not None and any(j.generated for j in fresh):
                         self.after_first_tokens()
+                    if self.profile is not None:
+                        self._profile_step(strategy, self.profile)
                 self._active_ids = [j.id for j in strategy.active_jobs()]
         finally:
             for job in list(self._waiting):
@@ -201,6 +205,28 @@ class Scheduler:
             self._active_ids = []
             strategy.close()
             self._refuse_pending(ShuttingDown("The model is being unloaded."))
+
+    def start_profile(self, window: ProfileWindow) -> None:
+        """Profile the next ``window.steps`` steps (owner thread)."""
+        assert self.strategy is not None
+        self.strategy.set_profiling(window.prefix)
+        self.profile = window
+
+    def end_profile(self) -> int:
+        """Stop profiling now (owner thread); how many files are kept."""
+        window, self.profile = self.profile, None
+        if window is None:
+            return 0
+        assert self.strategy is not None
+        self.strategy.set_profiling(None)
+        return window.prune()
+
+    def _profile_step(self, strategy: Strategy, window: ProfileWindow) -> None:
+        window.steps -= 1
+        if window.steps <= 0:
+            self.end_profile()
+        else:
+            window.prune()
 
     def _expire(self, strategy: Strategy) -> None:
         now = time.perf_counter()

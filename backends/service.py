@@ -30,6 +30,7 @@ from backends.planning import (
     prepare_prompt,
     refuse_unsupported,
 )
+from backends.profiling import ProfileWindow
 from backends.request import GenerationRequest
 from backends.runtime import LoadedModel
 from backends.scheduler import Job, Scheduler, Strategy
@@ -267,15 +268,27 @@ class InferenceService:
         entry[0].cancelled.set()
         return True
 
-    async def set_profiling(self, prefix: str | None) -> None:
-        """ORT profiling for every model step from now on (``None``: off)."""
+    async def start_profiling(self, window: ProfileWindow) -> None:
+        """onnxruntime profiling of the next ``window.steps`` model steps, files capped.
+
+        Raises NotImplementedError if the scheduler cannot profile."""
         self._ready()
+        await asyncio.wrap_future(
+            self._scheduler.call(lambda _: self._scheduler.start_profile(window))
+        )
 
-        def toggle(model: LoadedModel) -> None:
-            assert self._scheduler.strategy is not None
-            self._scheduler.strategy.set_profiling(prefix)
+    async def stop_profiling(self) -> int:
+        """End a profiling window now; how many profile files are kept."""
+        self._ready()
+        kept: int = await asyncio.wrap_future(
+            self._scheduler.call(lambda _: self._scheduler.end_profile())
+        )
+        return kept
 
-        await asyncio.wrap_future(self._scheduler.call(toggle))
+    @property
+    def profiling_steps_left(self) -> int:
+        window = self._scheduler.profile
+        return window.steps if window is not None else 0
 
     # ---- internals -----------------------------------------------------------------------
     def _ready(self) -> None:

@@ -18,18 +18,10 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from schemas.errors import error_body
-from schemas.settings import ServerSettings
+from schemas.settings import ServerSettings, split_csv
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc"})
 OPENAPI_PATH = "/openapi.json"
-
-
-def split_csv(value: str | None) -> list[str]:
-    return [item.strip() for item in (value or "").split(",") if item.strip()]
-
-
-def api_keys(settings: ServerSettings) -> list[str]:
-    return split_csv(settings.api_key.get_secret_value() if settings.api_key else None)
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -106,7 +98,7 @@ def _document_bearer_auth(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
 
 def install_auth_and_cors(app: FastAPI, settings: ServerSettings) -> None:
-    keys = api_keys(settings)
+    keys = settings.api_keys
     if keys:
         app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=OPEN_PATHS | {OPENAPI_PATH})
         app.openapi = _document_bearer_auth(app)  # type: ignore[method-assign]

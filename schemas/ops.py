@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Readiness(BaseModel):
@@ -30,11 +30,16 @@ class CancelResult(BaseModel):
 
 
 class ProfilingRequest(BaseModel):
-    enabled: bool = Field(description="true: write one ORT profile JSON per model step")
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(description="true: profile the next `steps` model steps; false: stop")
+    steps: int = Field(
+        100, ge=1, le=10_000, description="Model steps to profile; then profiling stops by itself."
+    )
 
 
 class ProfilingState(BaseModel):
     enabled: bool
     directory: str
-    prefix: str | None = None
+    steps_left: int = Field(description="Model steps still to profile (0: off).")
     kept_files: int

@@ -40,6 +40,10 @@ Device = Literal["auto", "cpu", "cuda", "directml", "coreml", "webgpu", "openvin
 SchedulerName = Literal["auto", "generator", "engine", "batch"]
 
 
+def split_csv(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
 def _setting(default: Any, env: str, field: str, description: str, **kw: Any) -> Any:
     """A field read from ``env`` (or, when given by name, ``field``)."""
     return Field(
@@ -153,6 +157,13 @@ class ServerSettings(BaseSettings):
         "api_key",
         "API keys, comma-separated; requests then need `Authorization: Bearer <key>`.",
     )
+    admin: bool | None = _setting(
+        None,
+        "GENAI_ADMIN",
+        "admin",
+        "The /admin routes (list, cancel, profile): on when an API key is set (behind it), "
+        "else off; true or false overrides.",
+    )
     cors_origins: str = _setting(
         "",
         "GENAI_CORS_ORIGINS",
@@ -208,6 +219,22 @@ class ServerSettings(BaseSettings):
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("api_key", mode="after")
+    @classmethod
+    def _some_key(cls, value: SecretStr | None) -> SecretStr | None:
+        # A blank key must not quietly mean "no authentication".
+        if value is not None and not split_csv(value.get_secret_value()):
+            raise ValueError("holds no key; give one (or several, comma-separated) or unset it")
+        return value
+
+    @property
+    def api_keys(self) -> list[str]:
+        return split_csv(self.api_key.get_secret_value() if self.api_key else None)
+
+    @property
+    def admin_enabled(self) -> bool:
+        return self.admin if self.admin is not None else bool(self.api_keys)
 
     @model_validator(mode="after")
     def _reload_means_one_worker(self) -> ServerSettings:

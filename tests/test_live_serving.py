@@ -23,7 +23,7 @@ LONG = {
 
 
 def test_client_disconnect_stops_generation_and_server_keeps_serving() -> None:
-    with live_server(GENAI_INTRA_OP_THREADS="1") as server:
+    with live_server(GENAI_INTRA_OP_THREADS="1", GENAI_ADMIN="true") as server:
         with httpx.Client(base_url=server.url, timeout=30) as client:
             with client.stream("POST", "/v1/chat/completions", json=LONG) as resp:
                 for n, _ in enumerate(resp.iter_lines()):

@@ -149,10 +149,29 @@ def test_help_exits_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
 
 # ---- misspelled variables ----------------------------------------------------------------------
 def test_unknown_genai_variables_name_the_closest_setting(tmp_path: Path) -> None:
-    env = {"GENAI_DEVCE": "cuda", "GENAI_DEVICE": "cpu", "PATH": "/bin", "GENAI_ZZZ": "1"}
+    env = {
+        "GENAI_DEVCE": "cuda",
+        "GENAI_DEVICE": "cpu",
+        "PATH": "/bin",
+        "GENAI_XYZZY_PLUGH_QUUX": "1",
+    }
     (tmp_path / ".env").write_text("GENAI_MAX_LENGHT=512\nHOST=0.0.0.0\n")
     assert unknown_env_names(env) == [
         ("GENAI_DEVCE", "GENAI_DEVICE"),
         ("GENAI_MAX_LENGHT", "GENAI_MAX_LENGTH"),
-        ("GENAI_ZZZ", None),
+        ("GENAI_XYZZY_PLUGH_QUUX", None),
     ]
+
+
+@pytest.mark.parametrize("key", ["", " ", ",", " , ,"])
+def test_a_blank_api_key_is_refused(key: str) -> None:
+    with pytest.raises(ValidationError, match="holds no key"):
+        Settings.load(api_key=key)
+
+
+def test_api_keys_and_the_admin_switch() -> None:
+    assert Settings.load(api_key=" a, b ,").server.api_keys == ["a", "b"]
+    assert Settings.load().server.admin_enabled is False
+    assert Settings.load(api_key="a").server.admin_enabled is True
+    assert Settings.load(admin=True).server.admin_enabled is True
+    assert Settings.load(api_key="a", admin=False).server.admin_enabled is False

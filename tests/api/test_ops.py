@@ -92,7 +92,7 @@ def test_full_server_answers_429_with_retry_after() -> None:
 
 
 def test_admin_lists_and_cancels_a_running_request() -> None:
-    with make_client() as c:
+    with make_client(admin=True) as c:
         wait_ready(c)
         started = threading.Event()
         result: dict[str, object] = {}
@@ -126,18 +126,68 @@ def test_admin_lists_and_cancels_a_running_request() -> None:
 
 
 def test_profiling_writes_capped_files(tmp_path: Path) -> None:
-    with make_client(profile_dir=tmp_path, profile_max_files=3) as c:
+    with make_client(admin=True, profile_dir=tmp_path, profile_max_files=3) as c:
         wait_ready(c)
-        on = c.post("/admin/profiling", json={"enabled": True}).json()
+        on = c.post("/admin/profiling", json={"enabled": True, "steps": 1000}).json()
         assert on["enabled"] is True and on["directory"] == str(tmp_path)
-        c.post("/v1/chat", json=BODY)
+        assert on["steps_left"] == 1000
+        c.post("/v1/chat", json=BODY)  # 9 steps of one sequence: a profile file each
+        # Pruned after every step: the cap, plus the last step's file if not yet pruned.
+        assert len(list(tmp_path.glob("ort_*.json"))) <= 3 + 1
         off = c.post("/admin/profiling", json={"enabled": False}).json()
-        assert off["enabled"] is False
+        assert off["enabled"] is False and off["steps_left"] == 0
         files = list(tmp_path.glob("ort_*.json"))
         assert 1 <= len(files) <= 3 and off["kept_files"] == len(files)
         before = len(files)
         c.post("/v1/chat", json=BODY)
         assert len(list(tmp_path.glob("ort_*.json"))) == before  # off means off
+
+
+def test_a_profiling_window_ends_by_itself(tmp_path: Path) -> None:
+    with make_client(admin=True, profile_dir=tmp_path, profile_max_files=50) as c:
+        wait_ready(c)
+        c.post("/admin/profiling", json={"enabled": True, "steps": 2})
+        c.post("/v1/chat", json={**BODY, "max_tokens": 8})  # a prefill and 8 decode steps
+        made = len(list(tmp_path.glob("ort_*.json")))
+        assert 1 <= made <= 2
+        c.post("/v1/chat", json=BODY)
+        assert len(list(tmp_path.glob("ort_*.json"))) == made
+
+
+@pytest.mark.parametrize(
+    ("settings", "enabled"),
+    [
+        ({}, False),
+        ({"api_key": "k"}, True),
+        ({"admin": True}, True),
+        ({"api_key": "k", "admin": False}, False),
+    ],
+)
+def test_admin_routes_are_off_unless_a_key_is_set_or_they_are_asked_for(settings, enabled) -> None:
+    with make_client(**settings) as c:
+        wait_ready(c)
+        headers = {"Authorization": "Bearer k"}
+        for method, path, body in (
+            ("GET", "/admin/requests", None),
+            ("POST", "/admin/requests/x/cancel", None),
+            ("POST", "/admin/profiling", {"enabled": False}),
+        ):
+            resp = c.request(method, path, json=body, headers=headers)
+            if enabled:
+                assert resp.status_code in (200, 404), resp.text
+            else:
+                assert resp.status_code == 403
+                assert resp.json()["error"]["code"] == "admin_disabled"
+                assert "GENAI_ADMIN" in resp.json()["error"]["message"]
+
+
+def test_admin_bodies_refuse_unknown_fields(tmp_path: Path) -> None:
+    with make_client(admin=True, profile_dir=tmp_path) as c:
+        wait_ready(c)
+        resp = c.post("/admin/profiling", json={"enabled": True, "forever": True})
+        assert resp.status_code == 400 and resp.json()["error"]["param"] == "forever"
+        resp = c.post("/admin/profiling", json={"enabled": True, "steps": 10**6})
+        assert resp.status_code == 400 and resp.json()["error"]["param"] == "steps"
 
 
 def test_request_timeout_is_a_504_or_a_timeout_event() -> None:

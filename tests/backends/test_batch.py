@@ -16,6 +16,7 @@ import pytest
 
 from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.handle import Result
+from backends.profiling import ProfileWindow
 from backends.service import InferenceService
 from schemas.settings import DEMO_MODEL_DIR
 from tests.backends.test_scheduling import request, run, text, user
@@ -116,9 +117,9 @@ def test_a_resident_row_survives_riding_along_as_a_dummy() -> None:
 
 def test_profiling_writes_an_ort_session_profile(tmp_path: Path) -> None:
     async def body(service: InferenceService) -> None:
-        await service.set_profiling(str(tmp_path / "ort"))
+        await service.start_profiling(ProfileWindow(tmp_path, steps=100, max_files=5))
         await (await service.submit(request("river", max_tokens=4))).result()
-        await service.set_profiling(None)
+        assert await service.stop_profiling() == 1
         await (await service.submit(request("river", max_tokens=4))).result()
 
     run(batch_config(), body)
