@@ -7,13 +7,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+
+class RequestModel(BaseModel):
+    """A request body: unknown fields are refused, and values are taken as the types they
+    are (no ``true`` for a number, no ``"5"`` for an integer, no ``0`` for a boolean)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
 SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int (backends.types.SEED_MAX)
 MAX_STOPS = 4
 
 
-class TextPart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TextPart(RequestModel):
     type: Literal["text"]
     text: str
 
@@ -28,9 +34,7 @@ def _content_part(value: Any) -> Any:
     return value
 
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ChatMessage(RequestModel):
     role: Literal["system", "developer", "user", "assistant", "tool"] = Field(
         description="`developer` is treated as `system`."
     )
@@ -57,10 +61,8 @@ class ChatMessage(BaseModel):
         return {"role": role, "content": text}
 
 
-class SamplingFields(BaseModel):
+class SamplingFields(RequestModel):
     """The sampling surface every generating route accepts."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(None, description="The served model name; omit for the default.")
     temperature: float = Field(1.0, ge=0.0, le=2.0, description="0 means greedy decoding.")

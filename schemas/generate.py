@@ -11,7 +11,6 @@ from schemas.common import SamplingFields
 
 class GenerateRequest(SamplingFields):
     model_config = ConfigDict(
-        extra="forbid",
         json_schema_extra={"examples": [{"prompt": "Once upon a time", "max_new_tokens": 32}]},
     )
 

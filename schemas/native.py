@@ -11,7 +11,6 @@ from schemas.common import ChatMessage, SamplingFields, TimingMetrics
 
 class ChatRequest(SamplingFields):
     model_config = ConfigDict(
-        extra="forbid",
         json_schema_extra={
             "examples": [{"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}]
         },

@@ -20,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from schemas.common import ChatMessage, SamplingFields, TimingMetrics
+from schemas.common import ChatMessage, RequestModel, SamplingFields, TimingMetrics
 
 MAX_N = 16
 
@@ -41,16 +41,14 @@ def _check_unsupported(
 
 
 # ---- shared request pieces ---------------------------------------------------------------
-class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class StreamOptions(RequestModel):
     include_usage: bool = Field(
         False, description="Send a last chunk with `choices: []`, `usage` and `metrics`."
     )
 
 
-class JsonSchemaSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class JsonSchemaSpec(RequestModel):
+    model_config = ConfigDict(populate_by_name=True)
 
     name: str = Field(..., min_length=1, max_length=64)
     description: str | None = None
@@ -60,18 +58,15 @@ class JsonSchemaSpec(BaseModel):
     strict: bool | None = Field(None, description="Accepted; the schema is always enforced.")
 
 
-class ResponseFormatText(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ResponseFormatText(RequestModel):
     type: Literal["text"]
 
 
-class ResponseFormatJsonObject(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ResponseFormatJsonObject(RequestModel):
     type: Literal["json_object"]
 
 
-class ResponseFormatJsonSchema(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ResponseFormatJsonSchema(RequestModel):
     type: Literal["json_schema"]
     json_schema: JsonSchemaSpec
 
@@ -123,7 +118,6 @@ _CHAT_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
 
 class ChatCompletionRequest(OpenAIFields):
     model_config = ConfigDict(
-        extra="forbid",
         json_schema_extra={
             "examples": [
                 {
@@ -203,7 +197,6 @@ _COMPLETION_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
 
 class CompletionRequest(OpenAIFields):
     model_config = ConfigDict(
-        extra="forbid",
         json_schema_extra={
             "examples": [{"model": "onnx-genai", "prompt": "Once upon a time", "max_tokens": 32}]
         },

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from schemas.common import RequestModel
 
 
 class Readiness(BaseModel):
@@ -29,9 +31,7 @@ class CancelResult(BaseModel):
     cancelled: bool
 
 
-class ProfilingRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ProfilingRequest(RequestModel):
     enabled: bool = Field(description="true: profile the next `steps` model steps; false: stop")
     steps: int = Field(
         100, ge=1, le=10_000, description="Model steps to profile; then profiling stops by itself."

@@ -459,6 +459,8 @@ def test_harmless_openai_fields_are_accepted(client: TestClient) -> None:
         ({"temperature": 2.5}, "temperature"),
         ({"top_p": 0}, "top_p"),
         ({"top_k": -1}, "top_k"),
+        ({"top_k": False}, "top_k"),
+        ({"max_tokens": "8"}, "max_tokens"),
         ({"n": 0}, "n"),
         ({"n": 99}, "n"),
         ({"max_tokens": 0}, "max_tokens"),
@@ -506,6 +508,7 @@ def test_image_parts_say_why(client: TestClient) -> None:
     ("extra", "param"),
     [
         ({"logprobs": 6}, "logprobs"),
+        ({"echo": 0}, "echo"),
         ({"prompt": ""}, "prompt"),
         ({"prompt": []}, "prompt"),
         ({"prompt": [1, 2, 3]}, "prompt"),

@@ -123,3 +123,26 @@ def test_a_failure_mid_stream_is_an_in_band_error_event() -> None:
 def test_logit_bias_keys_are_ascii_token_ids(key: str) -> None:
     with pytest.raises(ValueError, match="token ids"):
         ChatCompletionRequest.model_validate({"messages": MESSAGES, "logit_bias": {key: 1}})
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "param"),
+    [
+        (ChatCompletionRequest, {"messages": MESSAGES, "top_k": False}, "top_k"),
+        (ChatCompletionRequest, {"messages": MESSAGES, "max_tokens": "5"}, "max_tokens"),
+        (ChatCompletionRequest, {"messages": MESSAGES, "temperature": True}, "temperature"),
+        (ChatCompletionRequest, {"messages": MESSAGES, "logprobs": 1}, "logprobs"),
+        (ChatCompletionRequest, {"messages": MESSAGES, "n": 2.0}, "n"),
+        (CompletionRequest, {"prompt": "x", "echo": 0}, "echo"),
+        (ChatRequest, {"messages": MESSAGES, "seed": True}, "seed"),
+    ],
+)
+def test_numbers_and_booleans_are_taken_strictly(model, body, param) -> None:
+    with pytest.raises(ValueError) as exc:
+        model.model_validate(body)
+    assert exc.value.errors()[0]["loc"][0] == param  # type: ignore[attr-defined]
+
+
+def test_an_integer_is_a_valid_float() -> None:
+    body = ChatCompletionRequest.model_validate({"messages": MESSAGES, "temperature": 1})
+    assert body.temperature == 1.0
