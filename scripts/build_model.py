@@ -1,8 +1,9 @@
 """Build a small random-weight GenAI model folder offline, with the official builder.
 
 No model hub is reachable where this project is built and tested, so models are made
-here: a Llama-shaped ``transformers`` config with random weights, a byte-level BPE
-tokenizer trained locally on a built-in corpus, a ChatML chat template, then
+here: a ``transformers`` config with random weights (Llama-shaped by default; ``--arch``
+picks another decoder architecture at the same dimensions), a byte-level BPE tokenizer
+trained locally on a built-in corpus, a ChatML chat template, then
 ``onnxruntime_genai.models.builder``. The output folder is a normal GenAI model folder
 (genai_config.json, model.onnx(+.data), tokenizer files, chat_template.jinja).
 
@@ -13,6 +14,7 @@ Needs the build-time packages in requirements-build.txt (torch, transformers, on
 
     python scripts/build_model.py --shape demo --out models/demo-llama
     python scripts/build_model.py --shape smollm2-135m --precision int4 --out /tmp/bench
+    python scripts/build_model.py --arch gemma2 --out tests/models/gemma2
 """
 
 from __future__ import annotations
@@ -56,6 +58,61 @@ SHAPES: dict[str, dict[str, int]] = {
         "max_position_embeddings": 8192,
     },
 }
+
+# Decoder architectures: (transformers config class, model class, extra config kwargs).
+# The dimensions come from SHAPES; these kwargs only add what the architecture needs on top.
+# "llama" is the historical default and gets no extras (its build is unchanged).
+_WINDOW = 64  # small, so a short test prompt already runs past the sliding window
+ARCHS: dict[str, tuple[str, str, dict[str, object]]] = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"use_sliding_window": False}),
+    # Qwen3's default head_dim is 128, not hidden/heads; it adds q/k RMSNorm.
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"use_sliding_window": False, "head_dim": None}),
+    # Phi-3 fuses qkv/gate-up projections; max == original max positions selects the plain
+    # (not LongRoPE) Phi-3 builder.
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {"original_max_position_embeddings": None}),
+    # Mistral slides its window over every layer, but transformers' MistralConfig has no
+    # `layer_types`, and without them the builder treats every layer as full attention and
+    # drops the window from the export: name every layer a sliding one explicitly.
+    "mistral": (
+        "MistralConfig",
+        "MistralForCausalLM",
+        {"head_dim": None, "sliding_window": _WINDOW, "layer_types": "sliding"},
+    ),
+    # Gemma scales the input embedding by sqrt(hidden_size): with random weights and a tied
+    # lm_head the residual stream is dominated by the current token's own embedding and
+    # greedy decoding echoes the last prompt token forever. Untied, the output varies.
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": None, "tie_word_embeddings": False}),
+    # Gemma-2: alternating sliding/full layers, attention and final logit soft-capping.
+    "gemma2": (
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        {
+            "head_dim": None,
+            "tie_word_embeddings": False,
+            "query_pre_attn_scalar": None,
+            "sliding_window": _WINDOW,
+            "attn_logit_softcapping": 50.0,
+            "final_logit_softcapping": 30.0,
+        },
+    ),
+}
+
+
+def arch_config_kwargs(arch: str, params: dict[str, int]) -> dict[str, object]:
+    """Config kwargs specific to ``arch``, with placeholders (None) resolved from ``params``."""
+    head_dim = params["hidden_size"] // params["num_attention_heads"]
+    out: dict[str, object] = {}
+    for key, value in ARCHS[arch][2].items():
+        if key in ("head_dim", "query_pre_attn_scalar") and value is None:
+            value = head_dim
+        elif key == "original_max_position_embeddings" and value is None:
+            value = params["max_position_embeddings"]
+        elif key == "layer_types" and value == "sliding":
+            value = ["sliding_attention"] * params["num_hidden_layers"]
+        out[key] = value
+    return out
+
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -137,9 +194,15 @@ def run_builder(
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if quiet else None)
 
 
-def build(shape: str, precision: str, out: Path, seed: int, init_range: float) -> None:
+def build(
+    shape: str, precision: str, out: Path, seed: int, init_range: float, arch: str = "llama"
+) -> None:
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    import transformers
+    from transformers import AutoTokenizer
+
+    config_cls = getattr(transformers, ARCHS[arch][0])
+    model_cls = getattr(transformers, ARCHS[arch][1])
 
     params = dict(SHAPES[shape])
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,17 +213,27 @@ def build(shape: str, precision: str, out: Path, seed: int, init_range: float) -
         # The engine indexes logits by token id: vocabulary sizes must agree exactly.
         params["vocab_size"] = len(tokenizer)
         torch.manual_seed(seed)
-        config = LlamaConfig(
+        kwargs: dict[str, object] = {
             **params,
-            tie_word_embeddings=True,
-            rms_norm_eps=1e-5,
-            rope_theta=10000.0,
-            initializer_range=init_range,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-        LlamaForCausalLM(config).eval().save_pretrained(hf_dir)
+            "tie_word_embeddings": True,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0,
+            "initializer_range": init_range,
+            "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+        }
+        kwargs.update(arch_config_kwargs(arch, params))
+        config = config_cls(**kwargs)
+        model = model_cls(config).eval()
+        # transformers initializes biases to zero, and the builder leaves all-zero biases out
+        # of the export: draw them like the weights so that the graph keeps its bias Add
+        # (Qwen2's q/k/v). Architectures without biases (Llama) are unchanged.
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if name.endswith(".bias"):
+                    param.normal_(0.0, init_range)
+        model.save_pretrained(hf_dir)
         tokenizer.save_pretrained(hf_dir)
 
         out.mkdir(parents=True, exist_ok=True)
@@ -179,6 +252,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--shape", choices=sorted(SHAPES), default="demo")
+    ap.add_argument(
+        "--arch",
+        choices=list(ARCHS),
+        default="llama",
+        help="decoder architecture (transformers model class) at the --shape dimensions",
+    )
     ap.add_argument("--precision", choices=["fp32", "int4"], default="int4")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=1234)
@@ -189,7 +268,7 @@ def main() -> None:
         help="std of the random weights; wider than HF's 0.02 so greedy output varies",
     )
     args = ap.parse_args()
-    build(args.shape, args.precision, args.out, args.seed, args.init_range)
+    build(args.shape, args.precision, args.out, args.seed, args.init_range, args.arch)
 
 
 if __name__ == "__main__":
