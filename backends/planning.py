@@ -69,15 +69,51 @@ def choice_params(request: GenerationRequest, choice: int, max_new_tokens: int) 
 
 
 def check_vocabulary(model: LoadedModel, request: GenerationRequest) -> None:
-    bias = request.sampling.logit_bias
-    if bias:
-        vocab = model.vocab_size
-        bad = sorted(t for t in bias if not 0 <= int(t) < vocab)
-        if bad:
-            raise InvalidRequest(
-                f"logit_bias names token ids outside the vocabulary (0..{vocab - 1}): {bad}",
-                param=request.param("logit_bias"),
-            )
+    """Token ids and counts the engine would choke on, refused with the vocabulary's size."""
+    vocab, sampling = model.vocab_size, request.sampling
+    bad = sorted(t for t in sampling.logit_bias or () if not 0 <= int(t) < vocab)
+    if bad:
+        raise InvalidRequest(
+            f"logit_bias names token ids outside the vocabulary (0..{vocab - 1}): {bad}",
+            param=request.param("logit_bias"),
+        )
+    if sampling.top_k > vocab:
+        raise InvalidRequest(
+            f"top_k is {sampling.top_k}, more than this model's {vocab} tokens.",
+            param=request.param("top_k"),
+        )
+
+
+MAX_GRAMMAR_CHARS = 64 * 1024  # a JSON schema, regex or grammar, as sent
+_GRAMMAR_FORMATS = {"json_schema": "json_schema", "regex": "regex", "lark_grammar": "lark"}
+
+
+def check_guidance(request: GenerationRequest) -> None:
+    """Compile the request's grammar with llguidance before anything is queued, so a schema
+    the engine cannot use is a 400 naming the field, not a failed generation. llguidance's
+    own limits bound the work (nesting depth, size); this may take a while for a large
+    schema and releases the GIL meanwhile, so call it off the event loop."""
+    guidance = request.sampling.guidance
+    if guidance is None:
+        return
+    kind, text = guidance
+    param = request.param("guidance")
+    if len(text) > MAX_GRAMMAR_CHARS:
+        raise InvalidRequest(
+            f"The {kind.replace('_', ' ')} is too large: {len(text)} characters, at most "
+            f"{MAX_GRAMMAR_CHARS}.",
+            param=param,
+        )
+    import llguidance
+
+    try:
+        grammar = llguidance.grammar_from(_GRAMMAR_FORMATS[kind], text)  # type: ignore[arg-type]
+        problem = llguidance.LLMatcher.validate_grammar(grammar)
+    except ValueError as exc:
+        problem = str(exc)
+    if problem:
+        reason = " ".join(problem.split())[:300]
+        raise InvalidRequest(f"The {kind.replace('_', ' ')} cannot be used: {reason}", param=param)
 
 
 def refuse_unsupported(strategy_name: str, param: str | None, request: GenerationRequest) -> None:

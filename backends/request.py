@@ -75,7 +75,7 @@ class GenerationRequest:
             return self.param_names[name]
         if name == "prompt" and isinstance(self.prompts[0], ChatPrompt):
             return "messages"
-        return name
+        return {"guidance": "response_format"}.get(name, name)
 
 
 def json_schema_guidance(schema: Mapping[str, Any] | None) -> tuple[GuidanceKind, str]:

@@ -24,6 +24,7 @@ from backends.config import ServiceConfig
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
 from backends.handle import Choice, FinishedChoice, RequestHandle
 from backends.planning import (
+    check_guidance,
     check_vocabulary,
     choice_params,
     plan_max_new_tokens,
@@ -236,6 +237,9 @@ class InferenceService:
         if not request.prompts or request.n < 1:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
         self._admit(request.choice_count)
+        if request.sampling.guidance is not None:
+            await asyncio.to_thread(check_guidance, request)
+            self._admit(request.choice_count)  # the wait may have let others in
         handle = self._new_handle(request)
         prepared = self._scheduler.submit(
             lambda model, strategy: self._prepare(model, strategy, request, handle)

@@ -176,7 +176,11 @@ class OnnxTextGenerator:
             max_tokens=max_new_tokens,
             stop=[stop] if isinstance(stop, str) else list(stop),
             n=n,
-            param_names={"max_tokens": "max_new_tokens", "prompt": "prompt"},
+            param_names={
+                "max_tokens": "max_new_tokens",
+                "prompt": "prompt",
+                "guidance": "json_schema",
+            },
         )
 
     @staticmethod

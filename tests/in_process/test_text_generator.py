@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from backends.errors import ContextLengthExceeded
+from backends.errors import ContextLengthExceeded, InvalidRequest
 from in_process import OnnxTextGenerator
 from schemas.settings import DEMO_MODEL_DIR
 from tests.conftest import METRIC_KEYS, DirectGenerator
@@ -132,3 +132,9 @@ def test_stream_generate_reports_each_choice(generator: OnnxTextGenerator) -> No
     assert all(m["tokens_generated"] == 4 and m["finish_reason"] == "length" for m in finals)
     per_choice = ["".join(text for text, meta in items if meta["choice"] == c) for c in (0, 1)]
     assert per_choice[0] == per_choice[1] != ""
+
+
+def test_an_unusable_schema_is_refused_naming_the_option(generator: OnnxTextGenerator) -> None:
+    with pytest.raises(InvalidRequest) as exc:
+        generator.generate(PROMPT, json_schema={"type": "nonsense"})
+    assert exc.value.param == "json_schema" and "nonsense" in exc.value.message
