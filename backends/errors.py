@@ -58,6 +58,14 @@ class RequestTimedOut(GenAIError):
     code = "request_timeout"
 
 
+class RequestCancelled(GenAIError):
+    """An operator cancelled the request (POST /admin/requests/{id}/cancel)."""
+
+    status_code = 503
+    error_type = "service_unavailable"
+    code = "request_cancelled"
+
+
 class GenerationFailed(GenAIError):
     code = "generation_failed"
 

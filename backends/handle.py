@@ -14,17 +14,32 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from backends.errors import GenerationFailed
+from backends.errors import (
+    GenAIError,
+    GenerationFailed,
+    RequestCancelled,
+    RequestTimedOut,
+    ShuttingDown,
+)
 from backends.types import (
+    CancelCause,
     ChoiceFinish,
     Delta,
     FinishEvent,
+    FinishReason,
     PlacedToken,
     PreparedPrompt,
     TokenEvent,
     Usage,
 )
 from metrics.timing import RequestMetrics, RequestTimer
+
+# The ends a door is told as a finish reason; the others are raised (Choice.server_ended).
+_DOOR_REASONS: dict[FinishReason, ChoiceFinish] = {
+    "stop": "stop",
+    "length": "length",
+    "cancelled": "cancelled",
+}
 
 
 @dataclass(frozen=True)
@@ -72,15 +87,37 @@ class Choice:
     index: int
     prompt_index: int
     cancelled: threading.Event = field(default_factory=threading.Event)
+    cause: CancelCause | None = None  # who cancelled it, if anyone did
     generated: int = 0
     finish: FinishEvent | None = None
+
+    def cancel(self, cause: CancelCause) -> None:
+        if self.cause is None:
+            self.cause = cause
+        self.cancelled.set()
+
+    def server_ended(self) -> GenAIError | None:
+        """The error for an end the server imposed (honest endings: never a normal finish)."""
+        assert self.finish is not None
+        made = f"after {self.generated} of its tokens"
+        if self.finish.reason == "error":
+            return GenerationFailed(f"Generation failed: {self.finish.error}")
+        if self.finish.reason == "timeout":
+            return RequestTimedOut(f"The request exceeded GENAI_REQUEST_TIMEOUT, {made}.")
+        if self.finish.reason != "cancelled" or self.cause == "client":
+            return None
+        if self.cause == "admin":
+            return RequestCancelled(f"An administrator cancelled the request, {made}.")
+        return ShuttingDown(f"The server shut down before the request finished, {made}.")
 
 
 class RequestHandle:
     """Iterate for :class:`Piece` s (or ``await result()``); ``cancel()`` stops every choice.
 
     Leaving the iteration early cancels the request, so a door whose client went away stops
-    its generation just by not reading on."""
+    its generation just by not reading on. A choice the server ended (GENAI_REQUEST_TIMEOUT,
+    an operator's cancel, a shutdown) raises the error saying so, on every door alike: it is
+    never passed off as a normal finish."""
 
     def __init__(
         self,
@@ -141,8 +178,9 @@ class RequestHandle:
         return sum(len(p) for p in self.prompts)
 
     def cancel(self) -> None:
+        """Stop every choice (the door's own doing: its client left, or it has enough)."""
         for choice in self.choices:
-            choice.cancelled.set()
+            choice.cancel("client")
 
     async def __aiter__(self) -> AsyncIterator[Piece]:
         try:
@@ -152,9 +190,11 @@ class RequestHandle:
                     yield Piece(choice.index, event.text, event.token, event.ready)
                     continue
                 self._unread -= 1
-                if event.reason == "error":
-                    raise GenerationFailed(f"Generation failed: {event.error}")
-                yield Piece(choice.index, "", finish_reason=event.reason, last=not self._unread)
+                error = choice.server_ended()
+                if error is not None:
+                    raise error
+                reason = _DOOR_REASONS[event.reason]
+                yield Piece(choice.index, "", finish_reason=reason, last=not self._unread)
         finally:
             self.cancel()
 

@@ -163,7 +163,7 @@ class InferenceService:
             await asyncio.sleep(0.05)
         left = [choice for choice, _ in self._inflight.values()]
         for choice in left:
-            choice.cancelled.set()
+            choice.cancel("shutdown")
         while self._inflight and time.monotonic() < deadline + 5:
             await asyncio.sleep(0.02)
         return len(left)
@@ -269,7 +269,7 @@ class InferenceService:
         entry = self._inflight.get(request_id)
         if entry is None:
             return False
-        entry[0].cancelled.set()
+        entry[0].cancel("admin")
         return True
 
     async def start_profiling(self, window: ProfileWindow) -> None:

@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 FinishReason = Literal["stop", "length", "cancelled", "timeout", "error"]
-ChoiceFinish = Literal["stop", "length", "cancelled", "timeout"]  # "error" is raised instead
+# What a door sees of a choice's end. "cancelled" only when the door itself cancelled; an end
+# the server imposed (a timeout, an operator's cancel, a shutdown) is raised as an error.
+ChoiceFinish = Literal["stop", "length", "cancelled"]
+CancelCause = Literal["client", "admin", "shutdown"]
 GuidanceKind = Literal["json_schema", "regex", "lark_grammar"]
 
 SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int

@@ -140,8 +140,10 @@ class OnnxTextGenerator:
         Per token: ``{"choice", "index", "token_id", "finish_reason": None}`` (with
         ``logprobs``: also ``logprob`` and ``top_logprobs``); ``text`` may be empty (a partial
         character, or text held back because it could start a stop string). A choice's last
-        item has its ``finish_reason`` (``stop``, ``length``, ``timeout`` or ``cancelled``),
-        ``tokens_generated`` and ``metrics``. Leaving the loop early cancels the generation.
+        item has its ``finish_reason`` (``stop`` or ``length``), ``tokens_generated`` and
+        ``metrics``. Leaving the loop early cancels the generation. A request the server
+        ends raises: RequestTimedOut (GENAI_REQUEST_TIMEOUT), RequestCancelled (an
+        operator's cancel), ShuttingDown.
         """
         request = self._request(prompt, **options)
         handle = self._call(self.service.submit(request))

@@ -32,6 +32,6 @@ async def generate(
     return GenerateResponse(
         generated_text=choice.text,
         tokens_generated=choice.completion_tokens,
-        # "cancelled" only reaches a client that is gone, or one an admin cancelled.
+        # "cancelled" is the door's own doing: its client has gone and reads nothing more.
         finish_reason="stop" if choice.finish_reason == "cancelled" else choice.finish_reason,
     )

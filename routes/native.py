@@ -1,8 +1,4 @@
-"""The native API: /healthz, /v1/chat (JSON + metrics) and /v1/chat/stream (SSE).
-
-Neither answer has a field for a cut text, so a request cut by GENAI_REQUEST_TIMEOUT is a 504
-on /v1/chat and an in-band ``request_timeout`` error event on the stream.
-"""
+"""The native API: /healthz, /v1/chat (JSON + metrics) and /v1/chat/stream (SSE)."""
 
 from __future__ import annotations
 
@@ -12,7 +8,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from backends.errors import RequestTimedOut
 from backends.handle import RequestHandle
 from backends.request import GenerationRequest
 from routes.cancellation import unless_disconnected
@@ -36,13 +31,6 @@ def chat_request(body: ChatRequest, rid: str) -> GenerationRequest:
     )
 
 
-def timed_out(tokens: int) -> RequestTimedOut:
-    return RequestTimedOut(
-        f"The request exceeded GENAI_REQUEST_TIMEOUT after {tokens} tokens; this API has no "
-        "field to mark a cut answer, so none is returned."
-    )
-
-
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}}, tags=["health"])
 async def healthz(service: ServiceDep) -> JSONResponse:
     health = Health(status=service.status, device=service.device, model_dir=str(service.model_dir))
@@ -54,8 +42,6 @@ async def chat(body: ChatRequest, service: ServiceDep, request: Request) -> Chat
     handle = await service.submit(chat_request(body, request_id(request)))
     result = await unless_disconnected(request, handle.result())
     [choice] = result.choices
-    if choice.finish_reason == "timeout":
-        raise timed_out(choice.completion_tokens)
     return ChatResponse(content=choice.text, metrics=timing(result.metrics, handle.model))
 
 
@@ -63,8 +49,6 @@ async def _events(handle: RequestHandle) -> AsyncIterator[str]:
     async for piece in handle:
         if piece.text:
             yield StreamToken(token=piece.text).model_dump_json()
-        if piece.finish_reason == "timeout":
-            raise timed_out(handle.usage().completion_tokens)
     yield StreamDone(metrics=timing(handle.metrics(), handle.model)).model_dump_json()
 
 

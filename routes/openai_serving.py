@@ -76,7 +76,7 @@ def completion_request(body: CompletionRequest, request_id: str) -> GenerationRe
 
 
 def finish_reason(reason: ChoiceFinish) -> FinishReason:
-    # "cancelled" only reaches a client that has already gone, or one an admin cancelled.
+    # "cancelled" is the door's own doing: its client has gone and reads nothing more.
     return "stop" if reason == "cancelled" else reason
 
 

@@ -24,7 +24,6 @@ class GenerateRequest(SamplingFields):
 class GenerateResponse(BaseModel):
     generated_text: str
     tokens_generated: int
-    finish_reason: Literal["stop", "length", "timeout"] = Field(
-        description="`stop`: EOS or a stop string; `length`: max_new_tokens reached; "
-        "`timeout`: GENAI_REQUEST_TIMEOUT cut the text, which is returned as far as it got."
+    finish_reason: Literal["stop", "length"] = Field(
+        description="`stop`: EOS or a stop string; `length`: max_new_tokens reached."
     )

@@ -263,8 +263,7 @@ class AssistantMessage(BaseModel):
     refusal: str | None = None
 
 
-# "timeout" (extension): GENAI_REQUEST_TIMEOUT cut the choice; its text so far is returned.
-FinishReason = Literal["stop", "length", "timeout"]
+FinishReason = Literal["stop", "length"]
 
 METRICS_DESCRIPTION = (
     "Extension: the server's timing for the whole request (all choices), as in /v1/chat. "

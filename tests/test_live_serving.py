@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -88,3 +89,29 @@ def drain_under_load(
     for t in threads:
         t.join(60)
     return refused, ready, server.wait(60), server.output(), events
+
+
+def test_a_stream_cut_by_the_shutdown_timeout_ends_with_an_error_not_done() -> None:
+    with live_server(GENAI_SHUTDOWN_TIMEOUT="0", GENAI_INTRA_OP_THREADS="1") as server:
+        lines: list[str] = []
+        first = threading.Event()
+
+        def stream() -> None:
+            with httpx.stream(
+                "POST", f"{server.url}/v1/chat/completions", json=LONG, timeout=60
+            ) as r:
+                for line in r.iter_lines():
+                    first.set()
+                    if line.startswith("data:"):
+                        lines.append(line)
+
+        t = threading.Thread(target=stream)
+        t.start()
+        assert first.wait(30)
+        server.terminate()
+        t.join(60)
+        assert server.wait(60) == 0
+    last = json.loads(lines[-1][5:])
+    assert last["error"]["code"] == "shutting_down", lines[-3:]
+    assert "data: [DONE]" not in lines
+    assert not any('"finish_reason":"stop"' in line.replace(" ", "") for line in lines)

@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 
 from backends.config import Limits, ModelConfig, ServiceConfig
-from backends.errors import ContextLengthExceeded, InvalidRequest, Overloaded
+from backends.errors import (
+    ContextLengthExceeded,
+    InvalidRequest,
+    Overloaded,
+    RequestCancelled,
+    RequestTimedOut,
+    ShuttingDown,
+)
 from backends.handle import Piece, Result
 from backends.request import ChatPrompt, GenerationRequest, TextPrompt
 from backends.service import InferenceService
@@ -146,25 +153,48 @@ def test_cancel_stops_generation_and_frees_the_slot(strategy: str) -> None:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_request_timeout_finishes_with_timeout(strategy: str) -> None:
-    async def body(service: InferenceService) -> Result:
-        return await chat(service, user("hi"), max_tokens=1900, min_new_tokens=1900)
+def test_a_request_timeout_is_raised_not_passed_off_as_a_finish(strategy: str) -> None:
+    async def body(service: InferenceService) -> int:
+        handle = await service.submit(request(user("hi"), max_tokens=1900, min_new_tokens=1900))
+        with pytest.raises(RequestTimedOut, match="GENAI_REQUEST_TIMEOUT"):
+            await handle.result()
+        return handle.usage().completion_tokens
 
-    result = run(config(scheduler=strategy, request_timeout=0.05), body)
-    assert result.choices[0].finish_reason == "timeout"
-    assert result.usage.completion_tokens < 1900
+    assert run(config(scheduler=strategy, request_timeout=0.05), body) < 1900
 
 
 def test_a_request_deadline_overrides_the_server_timeout() -> None:
-    async def body(service: InferenceService) -> Result:
+    async def body(service: InferenceService) -> tuple[int, int, int]:
         past = GenerationRequest(TextPrompt("river"), max_tokens=50, deadline=0.0)
-        return await (await service.submit(past)).result()
+        handle = await service.submit(past)
+        with pytest.raises(RequestTimedOut, match="after 0 of its tokens"):
+            await handle.result()
+        usage = handle.usage()
+        return usage.completion_tokens, usage.prompt_tokens, handle.metrics().input_tokens
 
-    result = run(config(), body)
-    assert result.choices[0].finish_reason == "timeout"
-    assert result.usage.completion_tokens == 0
+    made, prompt_tokens, input_tokens = run(config(), body)
+    assert made == 0
     # The metrics were frozen at once, yet they know the prompt.
-    assert result.metrics.input_tokens == result.usage.prompt_tokens > 0
+    assert input_tokens == prompt_tokens > 0
+
+
+@pytest.mark.parametrize("cause", ["admin", "shutdown"])
+def test_an_end_the_server_imposes_is_raised_naming_it(cause: str) -> None:
+    async def body(service: InferenceService) -> type[Exception]:
+        handle = await service.submit(request(user("hi"), max_tokens=1900, min_new_tokens=1900))
+        pieces = aiter(handle)
+        await anext(pieces)
+        if cause == "admin":
+            assert service.cancel(handle.choices[0].id)
+        else:
+            await service.drain(timeout=0)
+        with pytest.raises((RequestCancelled, ShuttingDown)) as exc:
+            async for _ in pieces:
+                pass
+        return type(exc.value)
+
+    expected = RequestCancelled if cause == "admin" else ShuttingDown
+    assert run(config(), body) is expected
 
 
 @pytest.mark.parametrize("strategy", FULL)
