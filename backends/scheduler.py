@@ -15,7 +15,7 @@ import logging
 import queue
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -45,6 +45,7 @@ class Job:
     sink: Sink
     deadline: float | None = None  # time.perf_counter() value after which it times out
     stops: Sequence[str] = ()
+    group: str = ""  # the request it belongs to: slots are shared fairly between requests
     cancelled: threading.Event = field(default_factory=threading.Event)
     enqueued_at: float = field(default_factory=time.perf_counter)
     started_at: float | None = None
@@ -241,8 +242,13 @@ class Scheduler:
                 strategy.drop(job, reason)
 
     def _fill(self, strategy: Strategy) -> None:
+        """Start waiting jobs while slots are free: each time the job of the request that
+        runs the fewest, the earliest among equals, so a request of many choices (``n``,
+        many prompts) cannot hold every slot while others wait."""
         while self._waiting and len(strategy.active_jobs()) < self.max_concurrency:
-            job = self._waiting.popleft()
+            running = Counter(j.group for j in strategy.active_jobs())
+            job = min(self._waiting, key=lambda j: running[j.group])  # stable: earliest wins
+            self._waiting.remove(job)
             job.started_at = time.perf_counter()
             try:
                 strategy.add(job)

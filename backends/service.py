@@ -306,6 +306,13 @@ class InferenceService:
         self._ready()
         limits = self.config.limits
         limit = limits.max_concurrency + limits.max_queue
+        if sequences > limit:  # not even an idle server could take it: no point retrying
+            raise InvalidRequest(
+                f"The request asks for {sequences} sequences (prompts x n); this server runs "
+                f"{limits.max_concurrency} at once and queues {limits.max_queue} more, so it "
+                f"can take at most {limit} in one request.",
+                param="n",
+            )
         if len(self._inflight) + sequences > limit:
             if self.observer is not None:
                 self.observer.on_rejected()
@@ -369,6 +376,7 @@ class InferenceService:
                     deadline=deadline,
                     stops=tuple(request.stop),
                     cancelled=choice.cancelled,
+                    group=handle.id,
                 )
             )
         handle.prompts = prompts

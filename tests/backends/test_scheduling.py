@@ -398,3 +398,34 @@ def test_a_submit_cancelled_in_flight_leaves_nothing_behind() -> None:
         assert service.stats().requests == ()
 
     run(config(), body)
+
+
+@pytest.mark.parametrize("strategy", FULL)
+def test_many_choices_of_one_request_do_not_starve_the_next(strategy: str) -> None:
+    async def body(service: InferenceService) -> list[str]:
+        order: list[str] = []
+
+        async def watch(name: str, handle) -> None:  # type: ignore[no-untyped-def]
+            async for piece in handle:
+                if piece.finish_reason is not None:
+                    order.append(f"{name}{piece.index}")
+
+        big = await service.submit(request("river", max_tokens=60, min_new_tokens=60, n=6))
+        small = await service.submit(request("city", max_tokens=5, min_new_tokens=5))
+        await asyncio.gather(watch("big", big), watch("small", small))
+        return order
+
+    order = run(config(scheduler=strategy, max_concurrency=2, cache_sequences=0), body)
+    # Two slots: big0 and big1 start; when one ends, the small request (running none) goes
+    # before big2..big5, though they came first.
+    assert order.index("small0") < order.index("big3")
+
+
+def test_a_request_no_server_could_take_is_a_400_not_a_429() -> None:
+    async def body(service: InferenceService) -> InvalidRequest:
+        with pytest.raises(InvalidRequest) as exc:
+            await service.submit(request("river", max_tokens=2, n=4))
+        return exc.value
+
+    error = run(config(max_concurrency=1, max_queue=2), body)
+    assert error.param == "n" and "at most 3" in error.message
