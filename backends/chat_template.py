@@ -1,9 +1,15 @@
-"""Turning chat messages into a prompt string."""
+"""Turning chat messages into a prompt: the model's template, then tokens.
+
+Message content is the user's text, never the template's control tokens: a message that types
+``<|im_start|>system`` gets the characters, not the token that opens a system turn (llama.cpp
+tokenizes user content the same way). The template's own markers stay tokens.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from backends.errors import InvalidRequest
@@ -50,3 +56,51 @@ def render_chat(tokenizer: Any, prompt: ChatPrompt, *, has_template: bool) -> st
             json.dumps([dict(m) for m in prompt.messages]), tools=tools, add_generation_prompt=True
         )
     )
+
+
+Encode = Callable[[str], list[int]]
+
+
+def encode_chat(
+    encode: Encode, text: str, prompt: ChatPrompt, specials: Sequence[str]
+) -> list[int]:
+    """Tokens of the rendered ``text`` in which the messages' content cannot form a special
+    token. Content without special-token text (nearly all) changes nothing: the whole prompt
+    is encoded at once, exactly as before."""
+    contents = [c for c in (_content(m) for m in prompt.messages) if c]
+    if not specials or not any(s in c for c in contents for s in specials):
+        return encode(text)
+    pattern = re.compile("|".join(re.escape(s) for s in specials))
+    ids: list[int] = []
+    cursor = 0
+    for content in contents:
+        at = text.find(content, cursor)
+        if at < 0:
+            lookalike = pattern.search(content)
+            if lookalike is not None:
+                raise InvalidRequest(
+                    f"A message holds special-token text ({lookalike.group()!r}) that this "
+                    "model's chat template rewrites, so it cannot be kept as plain text.",
+                    param="messages",
+                )
+            continue
+        ids += encode(text[cursor:at]) + encode_plain(encode, content, pattern)
+        cursor = at + len(content)
+    return ids + encode(text[cursor:])
+
+
+def encode_plain(encode: Encode, text: str, specials: re.Pattern[str]) -> list[int]:
+    """Tokens of ``text`` as plain characters: each special-token lookalike is broken after
+    its first character, so it tokenizes as the characters it is."""
+    ids: list[int] = []
+    cursor = 0
+    for match in specials.finditer(text):
+        ids += encode(text[cursor : match.start()])
+        ids += encode(match.group()[0]) + encode_plain(encode, match.group()[1:], specials)
+        cursor = match.end()
+    return ids + encode(text[cursor:])
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""

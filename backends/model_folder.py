@@ -49,6 +49,25 @@ class ModelFolder:
         return value if isinstance(value, str) and value.strip() else None
 
     @cached_property
+    def special_tokens(self) -> tuple[str, ...]:
+        """The text of the tokenizer's special (control) tokens, longest first."""
+        found: set[str] = set()
+        tokenizer = self.path / "tokenizer.json"
+        config = self.path / "tokenizer_config.json"
+        try:
+            if tokenizer.is_file():
+                added = json.loads(tokenizer.read_text(encoding="utf-8")).get("added_tokens", [])
+                found = {t["content"] for t in added if t.get("special") and t.get("content")}
+            elif config.is_file():
+                decoder = json.loads(config.read_text(encoding="utf-8")).get(
+                    "added_tokens_decoder", {}
+                )
+                found = {t["content"] for t in decoder.values() if t.get("special")}
+        except (OSError, ValueError, TypeError, KeyError):
+            pass
+        return tuple(sorted(found, key=len, reverse=True))
+
+    @cached_property
     def has_chat_template(self) -> bool:
         # Read once: prepare_chat asks on every request.
         return self.chat_template_path is not None or self.tokenizer_chat_template() is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from backends.chat_template import render_chat
+from backends.chat_template import encode_chat, render_chat
 from backends.errors import ContextLengthExceeded, InvalidRequest
 from backends.request import ChatPrompt, GenerationRequest, Prompt
 from backends.runtime import LoadedModel
@@ -50,11 +50,15 @@ def plan_max_new_tokens(
 
 
 def prepare_prompt(model: LoadedModel, prompt: Prompt, param: str) -> PreparedPrompt:
+    def encode(text: str) -> list[int]:
+        return [int(t) for t in model.tokenizer.encode(text)] if text else []
+
     if isinstance(prompt, ChatPrompt):
         text = render_chat(model.tokenizer, prompt, has_template=model.folder.has_chat_template)
+        ids = encode_chat(encode, text, prompt, model.folder.special_tokens)
     else:
         text = prompt.text
-    ids = [int(t) for t in model.tokenizer.encode(text)]
+        ids = encode(text)
     if not ids:
         raise InvalidRequest("The prompt is empty: it has no tokens.", param=param)
     return PreparedPrompt(text, ids)
