@@ -405,7 +405,7 @@ def test_many_choices_of_one_request_do_not_starve_the_next(strategy: str) -> No
     async def body(service: InferenceService) -> list[str]:
         order: list[str] = []
 
-        async def watch(name: str, handle) -> None:  # type: ignore[no-untyped-def]
+        async def watch(name: str, handle) -> None:
             async for piece in handle:
                 if piece.finish_reason is not None:
                     order.append(f"{name}{piece.index}")
