@@ -20,9 +20,15 @@ from routes import admin, generate, native, openai, ops
 from routes.auth import install_auth_and_cors
 from routes.errors import install_error_handlers
 from routes.middleware import RequestIdMiddleware
+from routes.sse import document_event_schemas
+from schemas.native import StreamDone, StreamToken
+from schemas.openai import ChatCompletionChunk, Completion
 from schemas.settings import Settings
 
 log = logging.getLogger("genai.app")
+
+# What the streaming routes send, one JSON object per event (documented in OpenAPI).
+STREAM_EVENTS = (ChatCompletionChunk, Completion, StreamToken, StreamDone)
 
 
 def service_config(settings: Settings) -> ServiceConfig:
@@ -94,7 +100,7 @@ def create_app(
     app.include_router(admin.router)
     app.include_router(openai.router)
     app.include_router(generate.router)
-    app.openapi = openai.document_stream_chunks(app)  # type: ignore[method-assign]
+    app.openapi = document_event_schemas(app, STREAM_EVENTS)  # type: ignore[method-assign]
     install_auth_and_cors(app, settings.server)
     app.add_middleware(RequestIdMiddleware)  # outermost: 401s and CORS answers get an id too
     return app

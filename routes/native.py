@@ -14,7 +14,7 @@ from routes.cancellation import unless_disconnected
 from routes.convert import chat_prompt, sampling_params, timing
 from routes.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
 from routes.middleware import request_id
-from routes.sse import event_stream
+from routes.sse import event_stream, sse_response_doc
 from schemas.native import ChatRequest, ChatResponse, Health, StreamDone, StreamToken
 
 router = APIRouter()
@@ -54,12 +54,16 @@ async def _events(handle: RequestHandle) -> AsyncIterator[str]:
 
 @router.post(
     "/v1/chat/stream",
-    responses=ERROR_RESPONSES,
+    responses={
+        200: sse_response_doc(
+            'Server-sent events: `data: {"token": ...}` (StreamToken) per decoded piece, then '
+            '`data: {"done": true, "token": "[DONE]", "metrics": {...}}` (StreamDone). An '
+            'error after the stream started arrives as `data: {"error": {...}}` and ends it.'
+        ),
+        **ERROR_RESPONSES,
+    },
     tags=["chat"],
     response_class=EventSourceResponse,
-    description='Server-sent events: `data: {"token": ...}` per decoded piece, then '
-    '`data: {"done": true, "token": "[DONE]", "metrics": {...}}`. An error after the stream '
-    'started arrives as `data: {"error": {...}}` and ends the stream.',
 )
 async def chat_stream(
     body: ChatRequest, service: ServiceDep, settings: SettingsDep, request: Request

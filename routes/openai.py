@@ -6,19 +6,18 @@ JSON or SSE. The logic lives in routes/openai_serving.py.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
 from sse_starlette import EventSourceResponse
 
 from routes import openai_serving as serving
 from routes.cancellation import unless_disconnected
 from routes.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
 from routes.middleware import request_id
-from routes.sse import event_stream
+from routes.sse import event_stream, sse_response_doc
 from schemas.openai import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -33,14 +32,11 @@ router = APIRouter(prefix="/v1", tags=["openai"])
 
 
 def _with_stream(chunk: type[BaseModel], what: str) -> dict[int | str, dict[str, Any]]:
-    stream = {
-        "description": f"{what}. With `stream: true`: server-sent events, each "
-        f"`data: <{chunk.__name__}>`, ended by `data: [DONE]`. An error after the stream "
-        'started arrives as `data: {"error": {...}}` and ends the stream.',
-        "content": {
-            "text/event-stream": {"schema": {"$ref": f"#/components/schemas/{chunk.__name__}"}}
-        },
-    }
+    stream = sse_response_doc(
+        f"{what}. With `stream: true`: server-sent events, each `data: <{chunk.__name__}>` "
+        "(see components/schemas), ended by `data: [DONE]`. An error after the stream started "
+        'arrives as `data: {"error": {...}}` and ends the stream.'
+    )
     return {200: stream, **ERROR_RESPONSES}
 
 
@@ -91,25 +87,3 @@ async def list_models(service: ServiceDep) -> ModelList:
 async def get_model(model_id: str, service: ServiceDep) -> ModelCard:
     service.check_model(model_id)
     return serving.model_card(service)
-
-
-def document_stream_chunks(app: FastAPI) -> Callable[[], dict[str, Any]]:
-    """Add the SSE chunk schemas (used by no JSON response) to the OpenAPI components."""
-    original = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        schema = original()
-        # Validation mode: ChatDelta's serializer (which drops unset fields) has no schema.
-        _, defs = models_json_schema(
-            [(ChatCompletionChunk, "validation"), (Completion, "validation")],
-            ref_template="#/components/schemas/{model}",
-        )
-        components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for name, definition in defs.get("$defs", {}).items():
-            components.setdefault(name, definition)
-        app.openapi_schema = schema
-        return schema
-
-    return openapi

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
+from fastapi import FastAPI
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 from sse_starlette import EventSourceResponse
 
 from backends.errors import GenAIError
@@ -30,6 +34,40 @@ async def sse_events(payloads: AsyncIterator[str]) -> AsyncIterator[dict[str, st
         yield {"data": json.dumps(error_body("Internal server error.", "server_error"))}
 
 
+def sse_response_doc(description: str) -> dict[str, Any]:
+    """The OpenAPI response of a streaming route: a text/event-stream body (each event's JSON
+    is described in words: OpenAPI 3.1 has no schema for the items of a stream)."""
+    return {
+        "description": description,
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+
+
 def event_stream(payloads: AsyncIterator[str], ping: float) -> EventSourceResponse:
     """An SSE response of ``data:`` payloads, with keep-alive comments every ``ping`` s."""
     return EventSourceResponse(sse_events(payloads), ping=ping)
+
+
+def document_event_schemas(
+    app: FastAPI, events: Sequence[type[BaseModel]]
+) -> Callable[[], dict[str, Any]]:
+    """An ``app.openapi`` that also lists the streamed events' schemas (used by no JSON
+    response) under components/schemas, where the stream descriptions point."""
+    original = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = original()
+        # Validation mode: ChatDelta's serializer (which drops unset fields) has no schema.
+        _, defs = models_json_schema(
+            [(model, "validation") for model in events],
+            ref_template="#/components/schemas/{model}",
+        )
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name, definition in defs.get("$defs", {}).items():
+            components.setdefault(name, definition)
+        app.openapi_schema = schema
+        return schema
+
+    return openapi
