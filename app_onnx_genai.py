@@ -18,6 +18,7 @@ from backends.service import InferenceService
 from metrics.prometheus import ServerMetrics
 from routes import admin, generate, native, openai, ops
 from routes.auth import install_auth_and_cors
+from routes.body_limit import BodyLimitMiddleware
 from routes.errors import install_error_handlers
 from routes.middleware import RequestIdMiddleware
 from routes.sse import document_event_schemas
@@ -26,6 +27,8 @@ from schemas.openai import ChatCompletionChunk, Completion
 from schemas.settings import Settings
 
 log = logging.getLogger("genai.app")
+
+MIB = 1024 * 1024
 
 # What the streaming routes send, one JSON object per event (documented in OpenAPI).
 STREAM_EVENTS = (ChatCompletionChunk, Completion, StreamToken, StreamDone)
@@ -102,5 +105,6 @@ def create_app(
     app.include_router(generate.router)
     app.openapi = document_event_schemas(app, STREAM_EVENTS)  # type: ignore[method-assign]
     install_auth_and_cors(app, settings.server)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=int(settings.server.max_body_mib * MIB))
     app.add_middleware(RequestIdMiddleware)  # outermost: 401s and CORS answers get an id too
     return app

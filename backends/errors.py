@@ -18,6 +18,16 @@ class GenAIError(Exception):
         self.param = param
         self.headers = headers or {}
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword arguments survive pickling (errors raised in the prompt worker process).
+        return (_rebuild, (type(self), self.message, self.param, self.headers))
+
+
+def _rebuild(
+    cls: type[GenAIError], message: str, param: str | None, headers: dict[str, str]
+) -> GenAIError:
+    return cls(message, param=param, headers=headers)
+
 
 class InvalidRequest(GenAIError):
     status_code = 400

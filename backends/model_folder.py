@@ -49,6 +49,20 @@ class ModelFolder:
         return value if isinstance(value, str) and value.strip() else None
 
     @cached_property
+    def max_token_chars(self) -> int | None:
+        """The most characters one token can stand for (its longest vocabulary entry), or None
+        if tokenizer.json does not say. A text longer than max_length times this cannot fit
+        the context, whatever it tokenizes to."""
+        try:
+            data = json.loads((self.path / "tokenizer.json").read_text(encoding="utf-8"))
+            vocab = data["model"]["vocab"]
+            pieces = vocab.keys() if isinstance(vocab, dict) else (entry[0] for entry in vocab)
+            added = (t["content"] for t in data.get("added_tokens", []))
+            return max(len(str(piece)) for piece in (*pieces, *added))
+        except (OSError, ValueError, TypeError, KeyError, IndexError):
+            return None
+
+    @cached_property
     def special_tokens(self) -> tuple[str, ...]:
         """The text of the tokenizer's special (control) tokens, longest first."""
         found: set[str] = set()

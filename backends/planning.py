@@ -7,10 +7,13 @@ Every check that can refuse a request happens here, before any of its sequences 
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
 
 from backends.chat_template import encode_chat, render_chat
 from backends.errors import ContextLengthExceeded, InvalidRequest
-from backends.request import ChatPrompt, GenerationRequest, Prompt
+from backends.request import ChatPrompt, GenerationRequest, Prompt, TextPrompt
 from backends.runtime import LoadedModel
 from backends.types import SEED_MAX, GenerationParams, PreparedPrompt
 
@@ -50,18 +53,54 @@ def plan_max_new_tokens(
 
 
 def prepare_prompt(model: LoadedModel, prompt: Prompt, param: str) -> PreparedPrompt:
+    folder = model.folder
+    return render_and_encode(
+        model.tokenizer, folder.has_chat_template, folder.special_tokens, prompt, param
+    )
+
+
+def render_and_encode(
+    tokenizer: Any, has_template: bool, specials: Sequence[str], prompt: Prompt, param: str
+) -> PreparedPrompt:
+    """The prompt's text and tokens (runs on the owner thread, or in the prompt worker)."""
+
     def encode(text: str) -> list[int]:
-        return [int(t) for t in model.tokenizer.encode(text)] if text else []
+        return [int(t) for t in tokenizer.encode(text)] if text else []
 
     if isinstance(prompt, ChatPrompt):
-        text = render_chat(model.tokenizer, prompt, has_template=model.folder.has_chat_template)
-        ids = encode_chat(encode, text, prompt, model.folder.special_tokens)
+        text = render_chat(tokenizer, prompt, has_template=has_template)
+        ids = encode_chat(encode, text, prompt, specials)
     else:
         text = prompt.text
         ids = encode(text)
     if not ids:
         raise InvalidRequest("The prompt is empty: it has no tokens.", param=param)
     return PreparedPrompt(text, ids)
+
+
+def prompt_chars(prompt: Prompt) -> int:
+    """Characters of what the client sent (the template's own text not counted)."""
+    if isinstance(prompt, TextPrompt):
+        return len(prompt.text)
+    content = sum(len(str(m.get("content") or "")) for m in prompt.messages)
+    return content + len(json.dumps(list(prompt.tools))) if prompt.tools else content
+
+
+def check_prompt_size(
+    request: GenerationRequest, max_length: int, max_token_chars: int | None
+) -> int:
+    """Refuse, before tokenizing, a prompt too long to fit the context whatever its tokens
+    (more characters than ``max_length`` tokens of the longest token could hold, twice over
+    for normalizers that shorten text). Returns the prompt's characters."""
+    chars = sum(prompt_chars(p) for p in request.prompts)
+    if max_token_chars is not None and chars > 2 * max_length * max_token_chars:
+        param = request.param("prompt")
+        raise ContextLengthExceeded(
+            f"The prompt has {chars} characters: far more than this model's maximum context "
+            f"length of {max_length} tokens can hold. Shorten the {param}.",
+            param=param,
+        )
+    return chars
 
 
 def choice_params(request: GenerationRequest, choice: int, max_new_tokens: int) -> GenerationParams:

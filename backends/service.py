@@ -25,6 +25,7 @@ from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded,
 from backends.handle import Choice, FinishedChoice, RequestHandle
 from backends.planning import (
     check_guidance,
+    check_prompt_size,
     check_vocabulary,
     choice_params,
     plan_max_new_tokens,
@@ -32,9 +33,11 @@ from backends.planning import (
     refuse_unsupported,
 )
 from backends.profiling import ProfileWindow
+from backends.prompt_worker import THRESHOLD_CHARS, PromptWorker
 from backends.request import GenerationRequest
 from backends.runtime import LoadedModel
 from backends.scheduler import Job, Scheduler, Strategy
+from backends.types import PreparedPrompt
 from metrics.timing import RequestTimer
 
 log = logging.getLogger("genai.service")
@@ -138,6 +141,7 @@ class InferenceService:
             config.model, strategy_factory(config), max_concurrency=config.limits.max_concurrency
         )
         self._inflight: dict[str, tuple[Choice, RequestHandle]] = {}
+        self._prompt_worker: PromptWorker | None = None
         self._ids = itertools.count(1)
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -151,6 +155,8 @@ class InferenceService:
             raise self._scheduler.load_error
 
     async def stop(self) -> None:
+        if self._prompt_worker is not None:
+            self._prompt_worker.close()
         await asyncio.get_running_loop().run_in_executor(None, self._scheduler.stop)
 
     async def drain(self, timeout: float) -> int:
@@ -237,12 +243,18 @@ class InferenceService:
         if not request.prompts or request.n < 1:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
         self._admit(request.choice_count)
+        model, strategy = self._loaded()
+        chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
         if request.sampling.guidance is not None:
             await asyncio.to_thread(check_guidance, request)
+        tokenized = None
+        if chars > THRESHOLD_CHARS:  # tokenizing holds the GIL: not in this process
+            tokenized = await self._worker(model).prepare(request.prompts, request.param("prompt"))
+        if tokenized is not None or request.sampling.guidance is not None:
             self._admit(request.choice_count)  # the wait may have let others in
         handle = self._new_handle(request)
         prepared = self._scheduler.submit(
-            lambda model, strategy: self._prepare(model, strategy, request, handle)
+            lambda model, strategy: self._prepare(model, strategy, request, handle, tokenized)
         )
         try:
             # Shielded: once the owner thread has the request, it either queues every choice
@@ -299,6 +311,20 @@ class InferenceService:
         if self.status != "ok":
             raise NotReady(f"The model is not ready (status: {self.status}).")
 
+    def _loaded(self) -> tuple[LoadedModel, Strategy]:
+        model, strategy = self._scheduler.model, self._scheduler.strategy
+        if self.status != "ok" or model is None or strategy is None:
+            raise NotReady(f"The model is not ready (status: {self.status}).")
+        return model, strategy
+
+    def _worker(self, model: LoadedModel) -> PromptWorker:
+        if self._prompt_worker is None:
+            folder = model.folder
+            self._prompt_worker = PromptWorker(
+                folder.path, folder.has_chat_template, folder.special_tokens
+            )
+        return self._prompt_worker
+
     def _admit(self, sequences: int) -> None:
         """Refuse new work when draining or when running + waiting would pass the limit."""
         if self.draining:
@@ -343,12 +369,13 @@ class InferenceService:
         strategy: Strategy,
         request: GenerationRequest,
         handle: RequestHandle,
+        tokenized: list[PreparedPrompt] | None,
     ) -> tuple[None, list[Job]]:
         """On the owner thread: everything that can refuse the request, then its jobs.
 
         The prompts are set on the handle here, before any of its events can be delivered."""
         prompt_param, tokens_param = request.param("prompt"), request.param("max_tokens")
-        prompts = [prepare_prompt(model, p, prompt_param) for p in request.prompts]
+        prompts = tokenized or [prepare_prompt(model, p, prompt_param) for p in request.prompts]
         check_vocabulary(model, request)
         limits = self.config.limits
         deadline = request.deadline

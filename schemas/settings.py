@@ -170,6 +170,13 @@ class ServerSettings(BaseSettings):
         "cors_origins",
         "Browser origins allowed to call the API, comma-separated, or *; empty: no CORS.",
     )
+    max_body_mib: float = _setting(
+        16.0,
+        "GENAI_MAX_BODY_MIB",
+        "max_body_mib",
+        "Largest request body accepted, in MiB; larger ones get 413 before they are read.",
+        gt=0,
+    )
     default_max_tokens: int = _setting(
         256,
         "GENAI_DEFAULT_MAX_TOKENS",
