@@ -86,7 +86,7 @@ def test_a_very_large_prompt_is_tokenized_while_another_stream_goes_on(tmp_path:
     window: list[float] = []
     real = PromptWorker.prepare
 
-    async def timed(self: PromptWorker, prompts, param):  # type: ignore[no-untyped-def]
+    async def timed(self: PromptWorker, prompts, param):
         window.append(time.perf_counter())
         try:
             return await real(self, prompts, param)
