@@ -34,7 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--rates", type=_floats, help="Poisson arrival rates, requests/s")
     r.add_argument("--requests", type=int, help="requests per load level")
     r.add_argument("--histories", type=_ints, help="chat history lengths, tokens")
-    r.add_argument("--no-peers", action="store_true", help="skip transformers and llama.cpp")
+    r.add_argument(
+        "--strategies",
+        type=lambda v: [x for x in v.split(",") if x],
+        help="server scheduler strategies under load (default generator,engine,batch)",
+    )
+    r.add_argument(
+        "--no-peers", action="store_true", help="skip transformers, llama.cpp and llama-server"
+    )
+    r.add_argument("--no-llama-server", action="store_true", help="skip llama.cpp's llama-server")
     r.add_argument("--protocol", choices=["auto", "native", "openai"], default="auto")
     r.add_argument("--slo-ttft", type=float, help="seconds (default 1.0)")
     r.add_argument("--slo-tpot", type=float, help="seconds (default 0.1)")
@@ -52,7 +60,12 @@ def main(argv: list[str] | None = None) -> int:
 
     g = sub.add_parser("load", help="load-test any server (this one or OpenAI-compatible)")
     g.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8002")
-    g.add_argument("--protocol", choices=["native", "openai"], default="openai")
+    g.add_argument("--protocol", choices=["native", "openai", "completions"], default="openai")
+    g.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        help="send ignore_eos (llama-server, vLLM): exactly --max-tokens new tokens",
+    )
     g.add_argument("--model", help="model name for the OpenAI protocol (default: /v1/models)")
     g.add_argument("--concurrency", type=_ints, default=[1, 2, 4])
     g.add_argument("--rates", type=_floats, default=[])
@@ -76,8 +89,12 @@ def main(argv: list[str] | None = None) -> int:
             cfg.slo_ttft = args.slo_ttft
         if args.slo_tpot is not None:
             cfg.slo_tpot = args.slo_tpot
+        if args.strategies is not None:
+            cfg.strategies = args.strategies
         if args.no_peers:
             cfg.peers = False
+        if args.no_llama_server:
+            cfg.llama_server = False
         cfg.protocol = args.protocol
         stamp = time.strftime("%Y%m%d-%H%M%S")
         cfg.out = args.out or ROOT / "bench" / "results" / ("smoke" if args.smoke else stamp)
@@ -104,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.prompts import words
 
     client = Client(args.url.rstrip("/"), protocol=args.protocol, model=args.model)
+    if args.ignore_eos:
+        client.extra["ignore_eos"] = True
 
     async def go() -> list[dict[str, object]]:
         import httpx

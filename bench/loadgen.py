@@ -1,10 +1,14 @@
 """The project's own async load generator (httpx), for this server or any OpenAI-compatible one.
 
-Two request protocols:
+Three request protocols:
 - ``native``: this server's ``/v1/chat`` (JSON) and ``/v1/chat/stream`` (SSE ``{"token": ...}``,
   then ``{"done": true, "metrics": {...}}``);
 - ``openai``: ``/v1/chat/completions`` (works against llama-server, vLLM, ...), with
-  ``stream_options.include_usage`` and ``min_tokens`` where the server accepts it.
+  ``stream_options.include_usage`` and ``min_tokens`` where the server accepts it;
+- ``completions``: OpenAI ``/v1/completions`` with the prompt as token ids when the request has
+  them (llama-server accepts ids: the peer then sees exactly the other arms' prompt tokens),
+  else the last message's text; ``Client.extra`` adds server-specific fields (llama-server's
+  ``ignore_eos``), and llama-server's ``timings`` become the result's server metrics.
 
 Two arrival patterns: a fixed number of requests in flight (closed loop) and Poisson arrivals
 at a given rate (open loop). Each request records client-side TTFT, the gaps between streamed
@@ -34,6 +38,7 @@ except ImportError:  # the smoke mode needs only httpx
 class RequestSpec:
     messages: list[dict[str, str]]
     max_tokens: int
+    prompt_ids: list[int] | None = None  # the rendered prompt (``completions`` protocol)
 
 
 @dataclass
@@ -61,10 +66,11 @@ class Client:
     """One target server: base URL, protocol and what it accepts."""
 
     url: str
-    protocol: str = "native"  # "native" | "openai"
+    protocol: str = "native"  # "native" | "openai" | "completions"
     model: str | None = None
     min_tokens: bool = False  # send min_tokens = max_tokens (OpenAI protocol, if accepted)
     timeout: float = 600.0
+    extra: dict[str, Any] = field(default_factory=dict)  # more body fields (OpenAI protocols)
 
     def _body(self, spec: RequestSpec, stream: bool) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {
@@ -74,6 +80,13 @@ class Client:
         }
         if self.protocol == "native":
             return ("/v1/chat/stream" if stream else "/v1/chat"), body
+        path = "/v1/chat/completions"
+        if self.protocol == "completions":
+            path = "/v1/completions"
+            del body["messages"]
+            body["prompt"] = (
+                spec.prompt_ids if spec.prompt_ids is not None else spec.messages[-1]["content"]
+            )
         if self.model:
             body["model"] = self.model
         if self.min_tokens:
@@ -81,12 +94,13 @@ class Client:
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
-        return "/v1/chat/completions", body
+        body.update(self.extra)
+        return path, body
 
     async def probe(self, http: httpx.AsyncClient) -> dict[str, Any]:
         """Find the model name and whether ``min_tokens`` is accepted (OpenAI protocol)."""
         info: dict[str, Any] = {"protocol": self.protocol}
-        if self.protocol != "openai":
+        if self.protocol == "native":
             return info
         if self.model is None:
             try:
@@ -94,10 +108,10 @@ class Client:
                 self.model = r.json()["data"][0]["id"]
             except Exception:  # a server without /v1/models
                 self.model = None
-        self.min_tokens = True
         spec = RequestSpec([{"role": "user", "content": "hi"}], 2)
+        self.min_tokens = self.protocol == "openai"
         res = await self.request(http, spec, stream=False)
-        if not res.ok:
+        if not res.ok and self.min_tokens:
             self.min_tokens = False
             res = await self.request(http, spec, stream=False)
         info.update(model=self.model, min_tokens=self.min_tokens, probe_ok=res.ok)
@@ -137,6 +151,7 @@ class Client:
             res.prompt_tokens = int(usage.get("prompt_tokens", 0))
             res.finish_reason = data["choices"][0].get("finish_reason")
             res.ttft = res.e2e
+            self._timings(data, res)
 
     async def _stream(
         self,
@@ -188,12 +203,26 @@ class Client:
         if event.get("usage"):
             res.output_tokens = int(event["usage"].get("completion_tokens", 0))
             res.prompt_tokens = int(event["usage"].get("prompt_tokens", 0))
+        self._timings(event, res)
         choices = event.get("choices") or []
         if not choices:
             return ""
         if choices[0].get("finish_reason"):
             res.finish_reason = choices[0]["finish_reason"]
+        if self.protocol == "completions":
+            return str(choices[0].get("text") or "")
         return str((choices[0].get("delta") or {}).get("content") or "")
+
+    @staticmethod
+    def _timings(data: dict[str, Any], res: RequestResult) -> None:
+        """llama-server's own ``timings`` (prompt and decode), as this server's metric names."""
+        t = data.get("timings")
+        if isinstance(t, dict) and "prompt_ms" in t:
+            res.server = {
+                "ttft": float(t["prompt_ms"]) / 1e3,
+                "tokens_per_second": float(t.get("predicted_per_second", float("nan"))),
+                "timings": t,
+            }
 
 
 def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict[str, float]:

@@ -1,8 +1,10 @@
 """Benchmark model folders, made offline once and cached under bench/.cache/.
 
-The int4 model is built by scripts/build_model.py with the HF weights kept (``KEEP_HF_DIR``)
-so the other variants (fp32, int4 at the builder's default accuracy level) and the peers
-(transformers, llama.cpp) all run on the very same random weights.
+The int4 model is built by scripts/build_model.py (through ``python -m bench.vocab``, which
+pads the locally trained tokenizer to the shape's real vocabulary size, 49,152 for SmolLM2, so
+the LM head is full size) with the HF weights kept (``KEEP_HF_DIR``), so the other variants
+(fp32, int4 at the builder's default accuracy level) and the peers (transformers, llama.cpp,
+llama-server) all run on the very same random weights.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "bench" / ".cache"
 DEMO = ROOT / "models" / "demo-llama"
+# Part of the cache folder's name: bump it whenever the way the models are made changes, so
+# that cached folders (and the GGUF and variants derived from them) are rebuilt.
+# v2: the tokenizer is padded to the shape's full vocabulary (bench/vocab.py).
+MODELS_VERSION = "v2"
 
 # Files a GenAI model folder needs besides genai_config.json (shared by symlink in variants).
 _MODEL_FILES = ("model.onnx", "model.onnx.data", "tokenizer.json", "tokenizer_config.json")
@@ -35,27 +41,26 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
     Returns {"int4": acc-level-4 int4 (what build_model.py makes), "int4-acc0": int4 at the
     builder's default accuracy level, "fp32": fp32, "hf": the HF weights}.
     """
-    base = CACHE / "models" / shape
+    from bench.vocab import check
+
+    vocab_size = shape_vocab_size(shape)
+    base = CACHE / "models" / f"{shape}-{MODELS_VERSION}"
     int4 = base / "int4"
     if not (int4 / "genai_config.json").exists() or not (int4 / "hf").exists():
-        log(f"building {shape} int4 (accuracy level 4) with scripts/build_model.py ...")  # type: ignore[operator]
-        shutil.rmtree(int4, ignore_errors=True)
+        log(  # type: ignore[operator]
+            f"building {shape} int4 (accuracy level 4, vocabulary {vocab_size}) with "
+            "scripts/build_model.py ..."
+        )
+        shutil.rmtree(base, ignore_errors=True)
         subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "scripts" / "build_model.py"),
-                "--shape",
-                shape,
-                "--precision",
-                "int4",
-                "--out",
-                str(int4),
-            ],
+            [sys.executable, "-m", "bench.vocab", "--shape", shape, "--precision", "int4"]
+            + ["--out", str(int4)],
             check=True,
             env=dict(os.environ, KEEP_HF_DIR="1"),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
         )
+    check(int4, vocab_size)
     hf = int4 / "hf"
     out = {"int4": int4, "hf": hf}
     for name, precision, extra in (("int4-acc0", "int4", []), ("fp32", "fp32", [])):
@@ -66,8 +71,19 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
             _builder(hf, folder, precision, extra)
             if not (folder / "chat_template.jinja").exists():
                 shutil.copy(int4 / "chat_template.jinja", folder / "chat_template.jinja")
+        check(folder, vocab_size)
         out[name] = folder
     return out
+
+
+def shape_vocab_size(shape: str) -> int:
+    """The real vocabulary size of ``shape`` (scripts/build_model.py's SHAPES)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from scripts.build_model import SHAPES
+    finally:
+        sys.path.remove(str(ROOT))
+    return int(SHAPES[shape]["vocab_size"])
 
 
 def session_variant(model_dir: Path, name: str, session_options: dict[str, object]) -> Path:
@@ -91,4 +107,13 @@ def session_variant(model_dir: Path, name: str, session_options: dict[str, objec
     return out
 
 
-__all__ = ["CACHE", "DEMO", "ROOT", "ensure_models", "session_variant", "_MODEL_FILES"]
+__all__ = [
+    "CACHE",
+    "DEMO",
+    "MODELS_VERSION",
+    "ROOT",
+    "ensure_models",
+    "session_variant",
+    "shape_vocab_size",
+    "_MODEL_FILES",
+]

@@ -2,9 +2,10 @@
 
 llama.cpp runs through llama-cpp-python, which has no binary wheel: it is compiled once from
 source (a few minutes on 2 cores) with portable CPU flags and the wheel is cached under
-bench/.cache/wheels. The HF folder is converted with the ``convert_hf_to_gguf.py`` shipped in
-the source distribution (its tokenizer declared as ``gpt-2``: the locally trained byte-level
-BPE is not one it knows) and quantized to Q4_0.
+bench/.cache/wheels/<isa>. The HF folder is converted with the ``convert_hf_to_gguf.py``
+shipped in the source distribution (its tokenizer declared as ``gpt-2``: the locally trained
+byte-level BPE is not one it knows) and quantized to Q4_0, by llama-cpp-python or, without it,
+by the ``llama-quantize`` built beside ``llama-server`` (bench/llama_server.py).
 """
 
 from __future__ import annotations
@@ -13,21 +14,24 @@ import glob
 import os
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.llama_server import (
+    LLAMA_PKG,
+    ggml_cmake_flags,
+    isa,
+    quantize_q4_0,
+    sdist_tarball,
+    vendor_dir,
+)
 from bench.models import CACHE
 from bench.raw import RawResult
 
 # Without these the native build uses -march=native and every quantized model segfaulted at
-# the first eval on these AMX-reporting CPUs.
-LLAMA_CMAKE_ARGS = (
-    "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
-    "-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF"
-)
-LLAMA_PKG = "llama-cpp-python"
+# the first eval on these AMX-reporting CPUs; AVX-512 only where the CPU has it (else SIGILL).
+LLAMA_CMAKE_ARGS = " ".join(ggml_cmake_flags())
 
 
 class TransformersPeer:
@@ -88,14 +92,18 @@ def ensure_llama_cpp(log: Any = print) -> str | None:
         return None
     except ImportError:
         pass
-    wheels = CACHE / "wheels"
+    wheels = CACHE / "wheels" / isa()  # a wheel built with AVX-512 dies on an AVX2-only CPU
     wheels.mkdir(parents=True, exist_ok=True)
     found = glob.glob(str(wheels / "llama_cpp_python-*.whl"))
     if not found:
         log("building llama-cpp-python from source (~5 min on 2 cores), cached afterwards ...")
         env = dict(os.environ, CMAKE_ARGS=LLAMA_CMAKE_ARGS)
+        try:
+            source = str(sdist_tarball())  # the sdist llama-server is built from, if cached
+        except RuntimeError:
+            source = LLAMA_PKG
         r = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), LLAMA_PKG],
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), source],
             env=env,
             capture_output=True,
             text=True,
@@ -117,45 +125,7 @@ def ensure_llama_cpp(log: Any = print) -> str | None:
 
 def _converter_dir() -> Path:
     """vendor/llama.cpp from the llama-cpp-python sdist (downloaded once into the cache)."""
-    sdist = CACHE / "sdist"
-    tars = sorted(sdist.glob("llama_cpp_python-*.tar.gz"))
-    if not tars:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                "--no-build-isolation",
-                "-d",
-                str(sdist),
-                LLAMA_PKG,
-            ],
-            check=False,
-            capture_output=True,
-        )
-        tars = sorted(sdist.glob("llama_cpp_python-*.tar.gz"))
-    if not tars:
-        raise RuntimeError("could not download the llama-cpp-python source distribution")
-    root = sdist / tars[-1].name.removesuffix(".tar.gz")
-    vendor = root / "vendor" / "llama.cpp"
-    if not (vendor / "convert_hf_to_gguf.py").exists():
-        with tarfile.open(tars[-1]) as tar:
-            members = [
-                m
-                for m in tar.getmembers()
-                if "/vendor/llama.cpp/" in m.name
-                and (
-                    m.name.endswith("convert_hf_to_gguf.py")
-                    or "/gguf-py/" in m.name
-                    or "/vendor/llama.cpp/conversion/" in m.name
-                )
-            ]
-            tar.extractall(sdist, members=members, filter="data")
-    return vendor
+    return vendor_dir(full=False)
 
 
 _CONVERT = """
@@ -171,8 +141,11 @@ convert_hf_to_gguf.main()
 """
 
 
-def ensure_gguf(hf_dir: Path, log: Any = print) -> Path:
-    """The HF weights as a Q4_0 GGUF (cached beside the model)."""
+def ensure_gguf(
+    hf_dir: Path, log: Any = print, quantize: Path | None = None, threads: int = 1
+) -> Path:
+    """The HF weights as a Q4_0 GGUF (cached beside the model): quantized by llama-cpp-python
+    when it imports, else by the ``quantize`` binary (llama-quantize)."""
     q4 = hf_dir.parent.parent / "llama-q4_0.gguf"
     if q4.exists():
         return q4
@@ -188,8 +161,13 @@ def ensure_gguf(hf_dir: Path, log: Any = print) -> Path:
         )
         if r.returncode != 0 or not f32.exists():
             raise RuntimeError(f"GGUF conversion failed: {r.stderr.strip()[-400:]}")
-    import llama_cpp
-
+    try:
+        import llama_cpp
+    except ImportError:
+        if quantize is None:
+            raise RuntimeError("no quantizer: neither llama_cpp nor llama-quantize") from None
+        quantize_q4_0(quantize, f32, q4, threads)
+        return q4
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
     rc = llama_cpp.llama_model_quantize(str(f32).encode(), str(q4).encode(), params)

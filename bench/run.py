@@ -1,8 +1,13 @@
 """``python -m bench run``: every measurement, interleaved and repeated, in one process.
 
 Order of work: build/reuse the models; start every server variant at once (idle servers cost
-no CPU); then, for each section, repeat rounds in which each arm (raw loop, server variants,
-peers) runs once in a shuffled order, so drift on a shared machine spreads over all arms.
+no CPU), and llama.cpp's ``llama-server`` (built on demand, bench/llama_server.py); then, for
+each section, repeat rounds in which each arm (raw loop, server variants, peers) runs once in
+a shuffled order, so drift on a shared machine spreads over all arms.
+
+A server variant that does not start (a scheduler strategy this server does not have yet: it
+exits with status 2, "Invalid settings") is recorded as "not available: ..." in
+``availability`` and the run goes on without it; so is a peer that cannot be built.
 """
 
 from __future__ import annotations
@@ -44,8 +49,12 @@ class RunConfig:
     chat_reps: int = 3
     turn_tokens: int = 32
     reply_tokens: int = 16
-    strategies: list[str] = field(default_factory=lambda: ["generator", "engine"])
+    strategies: list[str] = field(default_factory=lambda: ["generator", "engine", "batch"])
+    # strategies that also get next-chat-turn rows (with reuse and GENAI_CACHE_SEQUENCES=0),
+    # beside the default server's
+    chat_strategies: list[str] = field(default_factory=lambda: ["batch"])
     peers: bool = True
+    llama_server: bool = True  # llama.cpp's C++ server under load (with peers only)
     settings_sweep: bool = True
     protocol: str = "auto"  # auto | native | openai
     slo_ttft: float = 1.0
@@ -68,11 +77,16 @@ class RunConfig:
             chat_reps=1,
             turn_tokens=8,
             reply_tokens=4,
-            strategies=["generator"],
+            strategies=["generator", "batch"],
             peers=False,
+            llama_server=False,
             settings_sweep=False,
             out=out or ROOT / "bench" / "results" / "smoke",
         )
+
+
+LLAMA_SERVER = "llama-server"  # the load arm's and the server variant's name
+LLAMA_SERVER_ARM = "llama-server Q4_0"  # its single-stream arm
 
 
 def log(msg: str) -> None:
@@ -117,6 +131,10 @@ class Bench:
             int(t) for t in self.raw.tokenizer.eos_token_ids
         )
         self._start_servers()
+        if cfg.peers and cfg.llama_server:
+            self._start_llama_server()
+        else:
+            self.results["availability"][LLAMA_SERVER] = "not available: not requested"
 
     def _start_servers(self) -> None:
         cfg, avail = self.cfg, self.results["availability"]
@@ -133,6 +151,12 @@ class Bench:
                 avail[f"scheduler={strategy}"] = "not available: the server has no GENAI_SCHEDULER"
         if "GENAI_CACHE_SEQUENCES" in env_names:
             wanted["no-reuse"] = {"GENAI_MODEL_DIR": model, "GENAI_CACHE_SEQUENCES": "0"}
+            for strategy in cfg.chat_strategies:
+                if f"scheduler={strategy}" in wanted:
+                    wanted[f"scheduler={strategy} no-reuse"] = {
+                        **wanted[f"scheduler={strategy}"],
+                        "GENAI_CACHE_SEQUENCES": "0",
+                    }
         else:
             avail["no-reuse"] = "not available: the server has no GENAI_CACHE_SEQUENCES"
         if cfg.settings_sweep:
@@ -163,6 +187,49 @@ class Bench:
         self.http = self._arun(self._new_http(httpx))
         avail["protocol"] = self.clients["default"].protocol if self.clients else None
         avail["min_tokens"] = self.clients["default"].min_tokens if self.clients else False
+
+    def _start_llama_server(self) -> None:
+        """llama.cpp's C++ server on the Q4_0 GGUF of the same weights: as many slots as the
+        most requests in flight, continuous batching, the same thread count as every arm."""
+        from bench import llama_server, peers
+
+        cfg, avail = self.cfg, self.results["availability"]
+        bins, why = llama_server.ensure_binaries(log)
+        if bins is None:
+            avail[LLAMA_SERVER] = f"not available: {why}"[:500]
+            log(f"llama-server not available: {why}")
+            return
+        self.results.setdefault("versions_peers", {})[LLAMA_SERVER] = bins.info
+        try:
+            gguf = peers.ensure_gguf(self.models["hf"], log, bins.quantize, self.threads)
+        except Exception as exc:
+            avail[LLAMA_SERVER] = f"not available: {type(exc).__name__}: {exc}"[:500]
+            log(avail[LLAMA_SERVER])
+            return
+        per_slot = max(512, -(-(cfg.prompt_tokens + cfg.new_tokens + 64) // 256) * 256)
+        srv = llama_server.LlamaServer(
+            LLAMA_SERVER,
+            {},
+            binary=bins.server,
+            gguf=gguf,
+            threads=self.threads,
+            parallel=max(cfg.concurrency),
+            ctx_per_slot=per_slot,
+        )
+        cmd = [Path(srv.command()[0]).name, *srv.command()[1:]]
+        bins.info["command"] = " ".join(cmd).replace(str(gguf), gguf.name)
+        srv.start()
+        if not srv.wait_ready():
+            avail[LLAMA_SERVER] = f"not available: {srv.error}"[:500]
+            log(avail[LLAMA_SERVER])
+            srv.stop()
+            return
+        self.servers[LLAMA_SERVER] = srv
+        self.clients[LLAMA_SERVER] = Client(
+            srv.url, protocol="completions", model="bench", extra=dict(llama_server.REQUEST_EXTRA)
+        )
+        avail[LLAMA_SERVER] = "ok"
+        log(f"llama-server ready: {max(cfg.concurrency)} slots, {self.threads} threads")
 
     @staticmethod
     async def _new_http(httpx: Any) -> Any:
@@ -200,14 +267,14 @@ class Bench:
         client = self.clients[name]
         if protocol is not None and protocol != client.protocol:
             client = Client(client.url, protocol=protocol)
-        messages, _ = self._fresh_prompt()
-        spec = RequestSpec(messages, self.cfg.new_tokens)
+        messages, ids = self._fresh_prompt()
+        spec = RequestSpec(messages, self.cfg.new_tokens, prompt_ids=ids)
         res = self._arun(client.request(self.http, spec, stream=stream))
         if not res.ok:
             raise RuntimeError(f"server {name}: {res.error}")
         n = res.output_tokens
         server = res.server or {}
-        if not stream and client.protocol == "openai":
+        if not stream and client.protocol != "native":
             res.ttft = float("nan")  # not observable without streaming, nor reported
         return {
             "ttft": res.ttft,
@@ -284,6 +351,12 @@ class Bench:
                 arms["server stream (native API)"] = lambda: self._server_once(
                     "default", True, "native"
                 )
+        for strategy in cfg.strategies:
+            name = f"scheduler={strategy}"
+            if name in self.clients:
+                arms[f"server stream {name}"] = lambda k=name: self._server_once(k, True)
+        if LLAMA_SERVER in self.clients:
+            arms[LLAMA_SERVER_ARM] = lambda: self._server_once(LLAMA_SERVER, True)
         if cfg.settings_sweep:
             self._add_setting_arms(arms)
         if cfg.peers:
@@ -311,7 +384,7 @@ class Bench:
 
         n = self.cfg.new_tokens
         avail = self.results["availability"]
-        self.results["versions_peers"] = {}
+        self.results.setdefault("versions_peers", {})
         try:
             hf = PeerProcess("transformers", self.models["hf"], self.threads)
             self.peer_procs.append(hf)
@@ -323,7 +396,7 @@ class Bench:
         why = peers.ensure_llama_cpp(log)
         if why is None:
             try:
-                gguf = peers.ensure_gguf(self.models["hf"], log)
+                gguf = peers.ensure_gguf(self.models["hf"], log, threads=self.threads)
                 lc = PeerProcess("llama.cpp", gguf, self.threads)
                 self.peer_procs.append(lc)
                 arms["llama.cpp Q4_0"] = lambda: lc.run(self._fresh_prompt()[1], n).as_dict()
@@ -336,21 +409,24 @@ class Bench:
         log(f"peers: transformers {avail['transformers']}; llama.cpp {avail['llama.cpp']}")
 
     def load(self) -> None:
-        """Fixed in-flight concurrency and Poisson arrivals, per scheduler strategy."""
+        """Fixed in-flight concurrency and Poisson arrivals, per scheduler strategy, and for
+        llama-server."""
         cfg = self.cfg
         names = [f"scheduler={s}" for s in cfg.strategies if f"scheduler={s}" in self.clients]
         if not names and "default" in self.clients:
             names = ["default"]
+        if LLAMA_SERVER in self.clients:
+            names.append(LLAMA_SERVER)
         slo = SLO(cfg.slo_ttft, cfg.slo_tpot)
         out: dict[str, Any] = {n: {"concurrency": [], "poisson": []} for n in names}
         counter = iter(range(1_000_000))
 
         def specs(k: int) -> list[RequestSpec]:
-            return [
-                RequestSpec(self.prompts.chat(cfg.prompt_tokens, 20_000 + next(counter))[0], n)
-                for _ in range(k)
-                for n in [cfg.new_tokens]
-            ]
+            out = []
+            for _ in range(k):
+                msgs, ids = self.prompts.chat(cfg.prompt_tokens, 20_000 + next(counter))
+                out.append(RequestSpec(msgs, cfg.new_tokens, prompt_ids=ids))
+            return out
 
         plan = [("concurrency", c) for c in cfg.concurrency] + [("poisson", r) for r in cfg.rates]
         log(f"load: {len(plan)} levels x {len(names)} strategies")
@@ -383,6 +459,10 @@ class Bench:
         cfg = self.cfg
         out: dict[str, Any] = {}
         servers = [n for n in ("default", "no-reuse") if n in self.clients]
+        for strategy in cfg.chat_strategies:
+            for name in (f"scheduler={strategy}", f"scheduler={strategy} no-reuse"):
+                if name in self.clients:
+                    servers.append(name)
         for hist in cfg.histories:
             rows: dict[str, list[float]] = {"raw reuse": [], "raw full prefill": []}
             chunks = [c for c in (128, 256) if c < hist]

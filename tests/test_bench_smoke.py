@@ -60,7 +60,30 @@ def test_bench_smoke(tmp_path: Path) -> None:
     chat = results["chat"]["64"]
     assert {"raw reuse", "raw full prefill", "server default"} <= set(chat)
 
+    # every strategy asked for is either measured or recorded as not available (a strategy
+    # the server does not have yet exits at start; the run goes on without it)
+    avail = results["availability"]
+    for strategy in ("generator", "batch"):
+        name = f"scheduler={strategy}"
+        assert avail[name] == "ok" or avail[name].startswith("not available"), avail[name]
+        assert (name in results["load"]) == (avail[name] == "ok")
+    assert avail["llama-server"].startswith("not available")  # never built in smoke mode
+
     ratios = results["ratios"]
     assert {"server_decode_over_raw", "server_ttft_minus_raw_ms"} <= set(ratios)
+    # the batch scheduler's targets: a number, or "n/a: <why>" when a side was not measured
+    targets = {
+        "batch_c4_over_c1_throughput",
+        "batch_c8_over_c1_throughput",
+        "batch_decode_over_raw",
+        "batch_ttft_minus_raw_ms",
+        "batch_c4_over_llama_server_c4",
+        "batch_over_generator_ttft_p50_c4",
+    }
+    assert targets <= set(ratios)
+    for key in targets:
+        assert isinstance(ratios[key], float) or ratios[key].startswith("n/a: "), key
+    assert ratios["batch_c4_over_llama_server_c4"].startswith("n/a: ")
     table = (out / "results.md").read_text()
     assert "### Single stream" in table and "### Ratios" in table
+    assert "### Targets" in table
