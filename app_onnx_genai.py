@@ -105,6 +105,10 @@ def create_app(
     app.include_router(generate.router)
     app.openapi = document_event_schemas(app, STREAM_EVENTS)  # type: ignore[method-assign]
     install_auth_and_cors(app, settings.server)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=int(settings.server.max_body_mib * MIB))
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=int(settings.server.max_body_mib * MIB),
+        timeout=settings.server.client_timeout,
+    )
     app.add_middleware(RequestIdMiddleware)  # outermost: 401s and CORS answers get an id too
     return app

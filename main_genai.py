@@ -21,13 +21,14 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from backends.errors import StartupError
 from backends.model_folder import inspect_model_folder
 from backends.providers import detect_available, select_provider
 from backends.runtime import import_og, resolve_max_length
 from backends.service import InferenceService
+from routes.slow_clients import server_options
 from schemas.cli import parse_args
 from schemas.settings import PARTS, Settings, env_name, unknown_env_names
 
@@ -117,13 +118,23 @@ class DrainingServer(uvicorn.Server):
         self.should_exit = True
 
 
-def run_workers(settings: Settings, overrides: dict[str, Any]) -> None:
-    """Several processes (or the reloader): each builds its own app from the environment, so
-    the flags are handed down as environment variables."""
-    fields = {name: f for part in PARTS for name, f in part.model_fields.items()}
-    for name, value in overrides.items():
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        os.environ[env_name(fields[name])] = text
+def export_settings(settings: Settings) -> None:
+    """Put every setting in the environment, whatever its source (flag, env, .env): worker
+    processes that uvicorn starts build their own app from the environment."""
+    for part in (settings.model, settings.server):
+        for name, field in type(part).model_fields.items():
+            value = getattr(part, name)
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            os.environ[env_name(field)] = text
+
+
+def run_workers(settings: Settings) -> None:
+    """Several processes (or the reloader), each with its own app and model."""
+    export_settings(settings)
     server = settings.server
     bind_socket(server.host, server.port).close()  # uvicorn binds again in a moment
     uvicorn.run(
@@ -135,6 +146,7 @@ def run_workers(settings: Settings, overrides: dict[str, Any]) -> None:
         workers=None if server.reload else server.workers,
         log_level=server.log_level,
         timeout_graceful_shutdown=int(server.shutdown_timeout) or None,
+        **server_options(server.client_timeout, server.max_connections),
     )
 
 
@@ -149,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warn_unknown_env()
         preflight(settings)
         if settings.server.reload or settings.server.workers > 1:
-            run_workers(settings, overrides)
+            run_workers(settings)
             return 0
         sock = bind_socket(settings.server.host, settings.server.port)
     except StartupError as exc:
@@ -160,7 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     app = create_app(settings)
     server = settings.server
-    config = uvicorn.Config(app, host=server.host, port=server.port, log_level=server.log_level)
+    config = uvicorn.Config(
+        app,
+        host=server.host,
+        port=server.port,
+        log_level=server.log_level,
+        **server_options(server.client_timeout, server.max_connections),
+    )
     log.info("listening on http://%s:%d", server.host, server.port)
     DrainingServer(config, app.state.service, server.shutdown_timeout).run(sockets=[sock])
     return 0

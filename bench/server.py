@@ -128,10 +128,17 @@ class ServerProcess:
 
 @contextmanager
 def live_server(
-    *args: str, timeout: float = 60.0, log_level: str = "warning", **env: str
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60.0,
+    log_level: str = "warning",
+    **more_env: str,
 ) -> Iterator[ServerProcess]:
-    """A started, healthy server (flags ``args``, settings ``env``), stopped afterwards."""
-    server = ServerProcess("live", env, args=list(args), log_level=log_level)
+    """A started, healthy server (flags ``args``, settings ``env`` and ``more_env``), stopped
+    afterwards."""
+    server = ServerProcess(
+        "live", {**(env or {}), **more_env}, args=list(args), log_level=log_level
+    )
     server.start()
     try:
         if not server.wait_ready(timeout):

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends
 from backends.errors import GenAIError, InvalidRequest, RequestNotFound
 from backends.profiling import ProfileWindow
 from routes.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from schemas.errors import ErrorResponse
 from schemas.ops import (
     CancelResult,
     InflightList,
@@ -36,7 +37,15 @@ def require_admin(settings: SettingsDep) -> None:
         )
 
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+router = APIRouter(
+    prefix="/admin",
+    tags=["admin"],
+    dependencies=[Depends(require_admin)],
+    responses={
+        401: ERROR_RESPONSES[401],
+        403: {"model": ErrorResponse, "description": "The admin routes are off"},
+    },
+)
 
 
 @router.get("/requests", response_model=InflightList)

@@ -58,7 +58,9 @@ async def _events(handle: RequestHandle) -> AsyncIterator[str]:
         200: sse_response_doc(
             'Server-sent events: `data: {"token": ...}` (StreamToken) per decoded piece, then '
             '`data: {"done": true, "token": "[DONE]", "metrics": {...}}` (StreamDone). An '
-            'error after the stream started arrives as `data: {"error": {...}}` and ends it.'
+            'error after the stream started arrives as `data: {"error": {...}}` and ends it.',
+            StreamToken,
+            StreamDone,
         ),
         **ERROR_RESPONSES,
     },

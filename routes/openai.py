@@ -35,7 +35,8 @@ def _with_stream(chunk: type[BaseModel], what: str) -> dict[int | str, dict[str,
     stream = sse_response_doc(
         f"{what}. With `stream: true`: server-sent events, each `data: <{chunk.__name__}>` "
         "(see components/schemas), ended by `data: [DONE]`. An error after the stream started "
-        'arrives as `data: {"error": {...}}` and ends the stream.'
+        'arrives as `data: {"error": {...}}` and ends the stream.',
+        chunk,
     )
     return {200: stream, **ERROR_RESPONSES}
 

@@ -17,7 +17,7 @@ from pydantic.json_schema import models_json_schema
 from sse_starlette import EventSourceResponse
 
 from backends.errors import GenAIError
-from schemas.errors import error_body
+from schemas.errors import ErrorResponse, error_body
 
 log = logging.getLogger("genai.sse")
 
@@ -34,13 +34,28 @@ async def sse_events(payloads: AsyncIterator[str]) -> AsyncIterator[dict[str, st
         yield {"data": json.dumps(error_body("Internal server error.", "server_error"))}
 
 
-def sse_response_doc(description: str) -> dict[str, Any]:
-    """The OpenAPI response of a streaming route: a text/event-stream body (each event's JSON
-    is described in words: OpenAPI 3.1 has no schema for the items of a stream)."""
-    return {
-        "description": description,
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+def sse_response_doc(description: str, *events: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI response of a streaming route: a text/event-stream body. As OpenAPI 3.1
+    reads a stream's ``schema`` (3.2's ``itemSchema``), it describes one event: its ``data``
+    is JSON, one of ``events`` or an error (or the literal ``[DONE]`` where the text says so);
+    the event models are listed under components/schemas (:func:`document_event_schemas`)."""
+    models: tuple[type[BaseModel], ...] = (*events, ErrorResponse)
+    refs = [{"$ref": f"#/components/schemas/{m.__name__}"} for m in models]
+    event = {
+        "type": "object",
+        "properties": {
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"anyOf": refs},
+            },
+            "event": {"type": "string"},
+            "id": {"type": "string"},
+            "retry": {"type": "integer"},
+        },
+        "required": ["data"],
     }
+    return {"description": description, "content": {"text/event-stream": {"schema": event}}}
 
 
 def event_stream(payloads: AsyncIterator[str], ping: float) -> EventSourceResponse:

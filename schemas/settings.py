@@ -170,6 +170,21 @@ class ServerSettings(BaseSettings):
         "cors_origins",
         "Browser origins allowed to call the API, comma-separated, or *; empty: no CORS.",
     )
+    client_timeout: float = _setting(
+        15.0,
+        "GENAI_CLIENT_TIMEOUT",
+        "client_timeout",
+        "Seconds a client has to send a request's headers, and again its body; slower "
+        "connections are closed (a late body gets 408).",
+        gt=0,
+    )
+    max_connections: int = _setting(
+        256,
+        "GENAI_MAX_CONNECTIONS",
+        "max_connections",
+        "Open connections at most; beyond that new requests get 503 at once.",
+        ge=1,
+    )
     max_body_mib: float = _setting(
         16.0,
         "GENAI_MAX_BODY_MIB",

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Install what the tests need into .venv (fresh machine: CPython 3.10+ and pip), then run
-# linters and the test suite. This is the README's test command and what CI runs.
+# linters and the test suite. This is the README's test command and what CI runs. Safe to run
+# at the same time as scripts/serve.sh: the installs take turns.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-python3}"
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+"${PYTHON:-python3}" scripts/ensure_venv.py requirements-dev.txt
 .venv/bin/python -m ruff check .
 .venv/bin/python -m ruff format --check .
 .venv/bin/python -m mypy .

@@ -644,8 +644,13 @@ def test_openapi_documents_the_openai_routes(client: TestClient) -> None:
         ("/v1/chat/stream", "StreamToken"),
     ):
         response = paths[path]["post"]["responses"]["200"]
-        # A stream is declared as what it is, text/event-stream, its events in words.
-        assert response["content"]["text/event-stream"]["schema"] == {"type": "string"}
+        # A stream is declared as what it is, text/event-stream; its schema is one event's,
+        # whose data is JSON: the route's chunk, or an error.
+        event = response["content"]["text/event-stream"]["schema"]
+        data = event["properties"]["data"]
+        assert event["required"] == ["data"] and data["contentMediaType"] == "application/json"
+        refs_of_data = {ref["$ref"].rsplit("/", 1)[-1] for ref in data["contentSchema"]["anyOf"]}
+        assert {chunk, "ErrorResponse"} <= refs_of_data
         assert chunk in response["description"]
     assert "application/json" not in paths["/v1/chat/stream"]["post"]["responses"]["200"]["content"]
     components = schema["components"]["schemas"]

@@ -1,0 +1,67 @@
+"""schemathesis over the server's own /openapi.json, against a live server with and without an
+API key: a few hundred generated requests (valid and not), zero 5xx, and every response as the
+schema declares it (status code, content type, body)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from bench.server import ServerProcess, live_server
+
+pytestmark = pytest.mark.live
+
+KEY = "schemathesis-key"
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+# Small enough for CI: (the operations, 16 today) x 2 servers x this many cases.
+EXAMPLES = 15
+
+
+@pytest.fixture(scope="module", params=["open", "keyed"])
+def server(request: pytest.FixtureRequest) -> Iterator[tuple[ServerProcess, dict[str, str]]]:
+    env = {"GENAI_REQUEST_TIMEOUT": "5", "GENAI_DEFAULT_MAX_TOKENS": "16"}
+    if request.param == "keyed":
+        env["GENAI_API_KEY"] = KEY
+    with live_server(env=env) as running:
+        yield running, ({"Authorization": f"Bearer {KEY}"} if request.param == "keyed" else {})
+
+
+def test_the_api_keeps_its_contract(server: tuple[ServerProcess, dict[str, str]]) -> None:
+    running, headers = server
+    schema = schemathesis.openapi.from_url(f"{running.url}/openapi.json")
+    failures: list[str] = []
+    operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]
+    assert len(operations) >= 12  # the schema was read (every door has routes)
+
+    for operation in operations:
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            derandomize=True,
+            database=None,
+        )
+        def check(case: schemathesis.Case) -> None:
+            case.call_and_validate(base_url=running.url, headers=headers, checks=CHECKS, timeout=30)
+
+        try:
+            check()
+        except Exception as exc:  # every operation is tried; all failures are reported
+            failures.append(f"{operation.label}: {exc}")
+    assert not failures, "\n\n".join(failures)
