@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.service import InferenceService
 from metrics.prometheus import ServerMetrics
-from routes import admin, generate, native, openai, ops
+from routes import admin, generate, native, openai, ops, tokenizer
 from routes.auth import install_auth_and_cors
 from routes.body_limit import BodyLimitMiddleware
 from routes.errors import install_error_handlers
@@ -48,6 +48,8 @@ def service_config(settings: Settings) -> ServiceConfig:
             prefill_chunk=model.prefill_chunk,
             cache_sequences=model.cache_sequences,
             kv_cache_mib=model.kv_cache_mib,
+            tool_parser=model.tool_parser,
+            reasoning_parser=model.reasoning_parser,
         ),
         limits=Limits(
             max_concurrency=server.max_concurrency,
@@ -103,6 +105,7 @@ def create_app(
     app.include_router(admin.router)
     app.include_router(openai.router)
     app.include_router(generate.router)
+    app.include_router(tokenizer.router)
     app.openapi = document_event_schemas(app, STREAM_EVENTS)  # type: ignore[method-assign]
     install_auth_and_cors(app, settings.server)
     app.add_middleware(

@@ -1,5 +1,11 @@
 """Turning chat messages into a prompt: the model's template, then tokens.
 
+The template is rendered with Jinja2 in a sandbox, the way Hugging Face's
+``apply_chat_template`` does (the reference the templates are written for): the messages,
+``tools``, ``add_generation_prompt``, the tokenizer's special tokens, and any template arguments
+(``chat_template_kwargs``, e.g. ``{"enable_thinking": false}``). onnxruntime-genai's own
+renderer takes neither tool messages' extra fields nor template arguments.
+
 Message content is the user's text, never the template's control tokens: a message that types
 ``<|im_start|>system`` gets the characters, not the token that opens a system turn (llama.cpp
 tokenizes user content the same way). The template's own markers stay tokens.
@@ -10,7 +16,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
 from typing import Any
+
+import jinja2
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from backends.errors import InvalidRequest
 from backends.request import ChatPrompt
@@ -24,6 +37,10 @@ FALLBACK_ROLE_PREFIX = {
 }
 
 
+class TemplateError(Exception):
+    """The chat template refused the messages (its ``raise_exception``) or failed."""
+
+
 def render_fallback(messages: Sequence[Mapping[str, Any]]) -> str:
     """``Role: content`` lines, then ``Assistant:`` to ask for the reply."""
     lines = [
@@ -33,29 +50,85 @@ def render_fallback(messages: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\nAssistant:"
 
 
-def render_chat(tokenizer: Any, prompt: ChatPrompt, *, has_template: bool) -> str:
-    """Render with the model's own template (``tokenizer.apply_chat_template``) or the fallback.
+def _raise(message: str) -> None:
+    raise TemplateError(message)
 
-    Tools go to the template as JSON, as onnxruntime-genai takes them."""
-    if prompt.template_args:
-        raise InvalidRequest(
-            "Chat template arguments are not supported: onnxruntime-genai's template renderer "
-            "takes only messages and tools.",
-            param="chat_template_kwargs",
-        )
-    if not has_template:
+
+def _tojson(value: Any, indent: int | None = None, **kw: Any) -> str:
+    # Templates expect Hugging Face's tojson: no ASCII escaping, json.dumps's options.
+    return json.dumps(value, ensure_ascii=False, indent=indent, **kw)
+
+
+@lru_cache(maxsize=8)
+def _compile(source: str) -> jinja2.Template:
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env.from_string(source)
+
+
+class ChatTemplate:
+    """A model folder's chat template, compiled once."""
+
+    def __init__(self, source: str, special_tokens: Mapping[str, str]) -> None:
+        self.source = source
+        self.special_tokens = dict(special_tokens)  # bos_token, eos_token, ...
+        self._template = _compile(source)
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        template_args: Mapping[str, Any] | None = None,
+    ) -> str:
+        variables = {
+            **self.special_tokens,
+            **(template_args or {}),
+            "messages": [dict(m) for m in messages],
+            "tools": [dict(t) for t in tools] if tools else None,
+            "add_generation_prompt": True,
+        }
+        try:
+            return self._template.render(**variables)
+        except TemplateError:
+            raise
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"the chat template failed: {exc}") from None
+
+
+@dataclass(frozen=True)
+class TemplateSet:
+    """What rendering needs from a model folder: its templates by name and the special
+    tokens they may use (plain strings, so the prompt worker process can take them)."""
+
+    templates: Mapping[str, str]
+    tokens: Mapping[str, str]
+
+    def pick(self, tools: bool) -> ChatTemplate | None:
+        source = self.templates.get("tool_use" if tools else "default")
+        source = source or self.templates.get("default")
+        return ChatTemplate(source, self.tokens) if source else None
+
+
+def render_chat(templates: TemplateSet, prompt: ChatPrompt) -> str:
+    """Render with the model's own template, or the fallback when the folder has none."""
+    template = templates.pick(bool(prompt.tools))
+    if template is None:
         if prompt.tools:
             raise InvalidRequest(
                 "This model folder has no chat template, so it cannot be given tools.",
                 param="tools",
             )
         return render_fallback(prompt.messages)
-    tools = json.dumps(list(prompt.tools)) if prompt.tools else None
-    return str(
-        tokenizer.apply_chat_template(
-            json.dumps([dict(m) for m in prompt.messages]), tools=tools, add_generation_prompt=True
-        )
-    )
+    try:
+        return template.render(prompt.messages, prompt.tools, prompt.template_args)
+    except TemplateError as exc:
+        raise InvalidRequest(
+            f"The model's chat template refused the messages: {exc}", param="messages"
+        ) from None
 
 
 Encode = Callable[[str], list[int]]

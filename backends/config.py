@@ -23,6 +23,8 @@ class ModelConfig:
     prefill_chunk: int = 256  # prompt tokens prefilled per scheduler step
     cache_sequences: int = 4  # finished sequences kept for prefix reuse
     kv_cache_mib: float | None = 1024.0  # batch strategy: KV memory; None: all max_length
+    tool_parser: str = "auto"  # "auto" (from the template), "none", or a parser's name
+    reasoning_parser: str = "auto"  # likewise
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ class GeneratorStrategy:
             self._finish(seq, "stop")
             return
         seq.counts[token] += 1
-        event = TokenEvent(token, seq.stream.decode(token))
+        event = TokenEvent(token, self.model.token_text(seq.stream, token))
         if logprobs is not None:
             chosen, top = logprob_entries(logprobs, token, p.top_logprobs, self._token_text)
             event = TokenEvent(token, event.text, chosen, top)

@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+from backends.chat_output import CallDelta, ChatOutput, Split, ToolCallResult
 from backends.errors import (
     GenAIError,
     GenerationFailed,
@@ -21,6 +22,7 @@ from backends.errors import (
     RequestTimedOut,
     ShuttingDown,
 )
+from backends.parsers import ReasoningParser, ToolParser
 from backends.types import (
     CancelCause,
     ChoiceFinish,
@@ -44,7 +46,10 @@ _DOOR_REASONS: dict[FinishReason, ChoiceFinish] = {
 
 @dataclass(frozen=True)
 class Piece:
-    """A choice's newly visible text; ``finish_reason`` is set on each choice's last piece."""
+    """A choice's newly visible text; ``finish_reason`` is set on each choice's last piece.
+
+    With output splitting (``OutputParsers``), ``text`` is the answer only, ``reasoning`` the
+    model's thinking and ``calls`` its tool calls as they are read."""
 
     index: int  # prompt index × n + i
     text: str
@@ -52,6 +57,8 @@ class Piece:
     tokens: tuple[PlacedToken, ...] = ()  # tokens whose text is now visible (for logprobs)
     finish_reason: ChoiceFinish | None = None
     last: bool = False  # the request's last piece: every choice has finished
+    reasoning: str = ""
+    calls: tuple[CallDelta, ...] = ()
 
 
 @dataclass
@@ -61,6 +68,17 @@ class ChoiceResult:
     tokens: list[PlacedToken] = field(default_factory=list)
     finish_reason: ChoiceFinish = "stop"
     completion_tokens: int = 0
+    reasoning: str = ""
+    tool_calls: list[ToolCallResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OutputParsers:
+    """How to split a chat's output: its tool calls (when the request gave tools) and the
+    model's thinking (when the door can report it)."""
+
+    tools: ToolParser | None = None
+    reasoning: ReasoningParser | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +145,7 @@ class RequestHandle:
         timer: RequestTimer,
         on_token: Callable[[float | None], None] = lambda gap: None,
         on_finish: Callable[[Choice, FinishedChoice], None] = lambda c, f: None,
+        parsers: OutputParsers | None = None,
     ) -> None:
         self.id = request_id
         self.model = model
@@ -140,6 +159,8 @@ class RequestHandle:
         self._queue: asyncio.Queue[tuple[Choice, Delta | FinishEvent]] = asyncio.Queue()
         self._metrics: RequestMetrics | None = None
         self._unread = len(choices)  # choices whose last piece the door has not read yet
+        self._parsers = parsers
+        self._outputs: dict[int, ChatOutput] = {}
 
     # ---- the owner thread's side ---------------------------------------------------------
     def sink(self, choice: Choice) -> Callable[[Delta | FinishEvent], None]:
@@ -186,30 +207,64 @@ class RequestHandle:
         try:
             while self._unread:
                 choice, event = await self._queue.get()
+                output = self._output(choice)
                 if isinstance(event, Delta):
-                    yield Piece(choice.index, event.text, event.token, event.ready)
+                    split = output.feed(event.text) if output else Split(event.text)
+                    yield Piece(
+                        choice.index,
+                        split.content,
+                        event.token,
+                        event.ready,
+                        reasoning=split.reasoning,
+                        calls=split.calls,
+                    )
                     continue
                 self._unread -= 1
                 error = choice.server_ended()
                 if error is not None:
                     raise error
                 reason = _DOOR_REASONS[event.reason]
-                yield Piece(choice.index, "", finish_reason=reason, last=not self._unread)
+                split = output.finish() if output else Split()
+                if output is not None and output.calls and reason == "stop":
+                    reason = "tool_calls"
+                yield Piece(
+                    choice.index,
+                    split.content,
+                    finish_reason=reason,
+                    last=not self._unread,
+                    reasoning=split.reasoning,
+                    calls=split.calls,
+                )
         finally:
             self.cancel()
+
+    def _output(self, choice: Choice) -> ChatOutput | None:
+        parsers = self._parsers
+        if parsers is None or (parsers.tools is None and parsers.reasoning is None):
+            return None
+        if choice.index not in self._outputs:
+            prompt = self.prompts[choice.prompt_index].text if self.prompts else ""
+            opened = parsers.reasoning is not None and parsers.reasoning.opened_by(prompt)
+            self._outputs[choice.index] = ChatOutput(parsers.tools, parsers.reasoning, opened)
+        return self._outputs[choice.index]
 
     async def result(self) -> Result:
         """Run every choice to its end."""
         results = {c.index: ChoiceResult(c.index) for c in self.choices}
         pieces: dict[int, list[str]] = {c.index: [] for c in self.choices}
+        thoughts: dict[int, list[str]] = {c.index: [] for c in self.choices}
         async for piece in self:
             pieces[piece.index].append(piece.text)
+            thoughts[piece.index].append(piece.reasoning)
             results[piece.index].tokens.extend(piece.tokens)
             if piece.finish_reason is not None:
                 results[piece.index].finish_reason = piece.finish_reason
         for choice in self.choices:
             result = results[choice.index]
             result.text = "".join(pieces[choice.index])
+            result.reasoning = "".join(thoughts[choice.index])
+            output = self._outputs.get(choice.index)
+            result.tool_calls = [output.calls[i] for i in sorted(output.calls)] if output else []
             result.completion_tokens = choice.generated
         return Result(sorted(results.values(), key=lambda r: r.index), self.usage(), self.metrics())
 

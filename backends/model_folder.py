@@ -32,21 +32,51 @@ class ModelFolder:
     def model_type(self) -> str:
         return str(self.config.get("model", {}).get("type", "unknown"))
 
-    @property
-    def chat_template_path(self) -> Path | None:
-        p = self.path / "chat_template.jinja"
-        return p if p.is_file() else None
-
-    def tokenizer_chat_template(self) -> str | None:
-        """A template embedded in tokenizer_config.json, if the folder has one."""
-        cfg = self.path / "tokenizer_config.json"
-        if not cfg.is_file():
-            return None
+    @cached_property
+    def tokenizer_config(self) -> dict[str, Any]:
         try:
-            value = json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
+            value = json.loads((self.path / "tokenizer_config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return None
-        return value if isinstance(value, str) and value.strip() else None
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    @cached_property
+    def chat_templates(self) -> dict[str, str]:
+        """The folder's chat templates by name ("default", sometimes "tool_use"):
+        chat_template.jinja, else tokenizer_config.json's chat_template (a string or a list of
+        {"name", "template"})."""
+        file = self.path / "chat_template.jinja"
+        if file.is_file():
+            return {"default": file.read_text(encoding="utf-8")}
+        value = self.tokenizer_config.get("chat_template")
+        if isinstance(value, str) and value.strip():
+            return {"default": value}
+        if isinstance(value, list):
+            named = {
+                str(t.get("name")): str(t.get("template"))
+                for t in value
+                if isinstance(t, dict) and t.get("template")
+            }
+            if named and "default" not in named:
+                named["default"] = next(iter(named.values()))
+            return named
+        return {}
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(self.chat_templates)
+
+    @cached_property
+    def template_tokens(self) -> dict[str, str]:
+        """The special tokens a chat template may use by name (bos_token, eos_token, ...)."""
+        found: dict[str, str] = {}
+        for name in ("bos_token", "eos_token", "unk_token", "pad_token"):
+            value = self.tokenizer_config.get(name)
+            if isinstance(value, dict):  # {"content": "<s>", ...}
+                value = value.get("content")
+            if isinstance(value, str):
+                found[name] = value
+        return found
 
     @cached_property
     def max_token_chars(self) -> int | None:
@@ -63,28 +93,23 @@ class ModelFolder:
             return None
 
     @cached_property
-    def special_tokens(self) -> tuple[str, ...]:
-        """The text of the tokenizer's special (control) tokens, longest first."""
-        found: set[str] = set()
-        tokenizer = self.path / "tokenizer.json"
-        config = self.path / "tokenizer_config.json"
+    def added_tokens(self) -> dict[str, tuple[int, bool]]:
+        """The tokenizer's added tokens: text -> (id, whether it is a special token)."""
         try:
+            tokenizer = self.path / "tokenizer.json"
             if tokenizer.is_file():
                 added = json.loads(tokenizer.read_text(encoding="utf-8")).get("added_tokens", [])
-                found = {t["content"] for t in added if t.get("special") and t.get("content")}
-            elif config.is_file():
-                decoder = json.loads(config.read_text(encoding="utf-8")).get(
-                    "added_tokens_decoder", {}
-                )
-                found = {t["content"] for t in decoder.values() if t.get("special")}
-        except (OSError, ValueError, TypeError, KeyError):
-            pass
-        return tuple(sorted(found, key=len, reverse=True))
+                return {t["content"]: (int(t["id"]), bool(t.get("special"))) for t in added}
+            decoder = self.tokenizer_config.get("added_tokens_decoder", {})
+            return {t["content"]: (int(i), bool(t.get("special"))) for i, t in decoder.items()}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return {}
 
     @cached_property
-    def has_chat_template(self) -> bool:
-        # Read once: prepare_chat asks on every request.
-        return self.chat_template_path is not None or self.tokenizer_chat_template() is not None
+    def special_tokens(self) -> tuple[str, ...]:
+        """The text of the tokenizer's special (control) tokens, longest first."""
+        found = [text for text, (_, special) in self.added_tokens.items() if special and text]
+        return tuple(sorted(found, key=len, reverse=True))
 
 
 def inspect_model_folder(path: Path) -> ModelFolder:

@@ -11,8 +11,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from backends.chat_template import encode_chat, render_chat
+from backends.chat_template import TemplateSet, encode_chat, render_chat
 from backends.errors import ContextLengthExceeded, InvalidRequest
+from backends.model_folder import ModelFolder
 from backends.request import ChatPrompt, GenerationRequest, Prompt, TextPrompt
 from backends.runtime import LoadedModel
 from backends.types import SEED_MAX, GenerationParams, PreparedPrompt
@@ -52,15 +53,19 @@ def plan_max_new_tokens(
     return requested
 
 
+def templates_of(folder: ModelFolder) -> TemplateSet:
+    return TemplateSet(folder.chat_templates, folder.template_tokens)
+
+
 def prepare_prompt(model: LoadedModel, prompt: Prompt, param: str) -> PreparedPrompt:
     folder = model.folder
     return render_and_encode(
-        model.tokenizer, folder.has_chat_template, folder.special_tokens, prompt, param
+        model.tokenizer, templates_of(folder), folder.special_tokens, prompt, param
     )
 
 
 def render_and_encode(
-    tokenizer: Any, has_template: bool, specials: Sequence[str], prompt: Prompt, param: str
+    tokenizer: Any, templates: TemplateSet, specials: Sequence[str], prompt: Prompt, param: str
 ) -> PreparedPrompt:
     """The prompt's text and tokens (runs on the owner thread, or in the prompt worker)."""
 
@@ -68,7 +73,7 @@ def render_and_encode(
         return [int(t) for t in tokenizer.encode(text)] if text else []
 
     if isinstance(prompt, ChatPrompt):
-        text = render_chat(tokenizer, prompt, has_template=has_template)
+        text = render_chat(templates, prompt)
         ids = encode_chat(encode, text, prompt, specials)
     else:
         text = prompt.text
@@ -127,7 +132,7 @@ def check_vocabulary(model: LoadedModel, request: GenerationRequest) -> None:
         )
 
 
-MAX_GRAMMAR_CHARS = 64 * 1024  # a JSON schema, regex or grammar, as sent
+MAX_GRAMMAR_CHARS = 256 * 1024  # a JSON schema, regex or grammar (forced tool calls: all tools)
 _GRAMMAR_FORMATS = {"json_schema": "json_schema", "regex": "regex", "lark_grammar": "lark"}
 
 

@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from backends.chat_template import TemplateSet
 from backends.planning import render_and_encode
 from backends.request import Prompt
 from backends.types import PreparedPrompt
@@ -27,26 +28,22 @@ THRESHOLD_CHARS = 32 * 1024
 _state: dict[str, Any] = {}
 
 
-def _start(folder: str, has_template: bool, specials: tuple[str, ...]) -> None:
+def _start(folder: str, templates: TemplateSet, specials: tuple[str, ...]) -> None:
     import onnxruntime_genai as og
 
-    _state.update(tokenizer=og.Tokenizer(folder), has_template=has_template, specials=specials)
+    _state.update(tokenizer=og.Tokenizer(folder), templates=templates, specials=specials)
 
 
 def _prepare(prompts: Sequence[Prompt], param: str) -> list[PreparedPrompt]:
-    tokenizer, has_template, specials = (
-        _state["tokenizer"],
-        _state["has_template"],
-        _state["specials"],
-    )
-    return [render_and_encode(tokenizer, has_template, specials, p, param) for p in prompts]
+    tokenizer, templates, specials = _state["tokenizer"], _state["templates"], _state["specials"]
+    return [render_and_encode(tokenizer, templates, specials, p, param) for p in prompts]
 
 
 class PromptWorker:
     """One worker process for one model folder, started on first use."""
 
-    def __init__(self, folder: Path, has_template: bool, specials: tuple[str, ...]) -> None:
-        self._args = (str(folder), has_template, specials)
+    def __init__(self, folder: Path, templates: TemplateSet, specials: tuple[str, ...]) -> None:
+        self._args = (str(folder), templates, specials)
         self._pool: ProcessPoolExecutor | None = None
 
     async def prepare(self, prompts: Sequence[Prompt], param: str) -> list[PreparedPrompt]:

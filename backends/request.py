@@ -58,12 +58,23 @@ class GenerationRequest:
     deadline: float | None = None
     accepted_at: float = field(default_factory=time.perf_counter)
     param_names: Mapping[str, str] = field(default_factory=dict)
+    # Tool calls (a chat with tools): "auto", "none" (the tools are not offered), "required"
+    # (at least one call, by constrained decoding) or a tool's name (exactly that call).
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool = True
+    split_reasoning: bool = False  # report the model's thinking apart (the door has a field)
 
     @property
     def prompts(self) -> list[Prompt]:
         if isinstance(self.prompt, ChatPrompt | TextPrompt):
             return [self.prompt]
         return list(self.prompt)
+
+    @property
+    def chat(self) -> ChatPrompt | None:
+        """The chat, when the request is one (tools and reasoning apply to chats only)."""
+        prompts = self.prompts
+        return prompts[0] if len(prompts) == 1 and isinstance(prompts[0], ChatPrompt) else None
 
     @property
     def choice_count(self) -> int:

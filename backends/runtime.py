@@ -5,13 +5,22 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from backends.config import ModelConfig
 from backends.errors import StartupError
 from backends.model_folder import ModelFolder, inspect_model_folder
+from backends.parsers import (
+    ReasoningParser,
+    ToolParser,
+    UnknownParser,
+    choose_reasoning_parser,
+    choose_tool_parser,
+    get_reasoning_parser,
+    get_tool_parser,
+)
 from backends.providers import ProviderChoice, apply_provider, detect_available, select_provider
 
 log = logging.getLogger("genai.runtime")
@@ -53,6 +62,15 @@ class LoadedModel:
     max_length: int
     eos_token_ids: frozenset[int]
     threads: int  # intra-op threads (CPU)
+    tool_parser: ToolParser | None = None  # how this model writes tool calls
+    reasoning_parser: ReasoningParser | None = None  # how it writes its thinking, if it does
+    kept_tokens: dict[int, str] = field(default_factory=dict)  # special tokens kept as text
+
+    def token_text(self, stream: Any, token: int) -> str:
+        """A generated token's text: the tokenizer stream's, or for the tool-call and reasoning
+        markers that are special tokens (which onnxruntime-genai's decoder drops) the marker."""
+        kept = self.kept_tokens.get(token)
+        return kept if kept is not None else str(stream.decode(token))
 
     @cached_property
     def model(self) -> Any:
@@ -117,4 +135,28 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
         max_length,
         threads if choice.name == "cpu" else "provider default",
     )
-    return LoadedModel(og, config, tokenizer, folder, choice, max_length, eos, threads)
+    model = LoadedModel(og, config, tokenizer, folder, choice, max_length, eos, threads)
+    choose_parsers(model, cfg)
+    return model
+
+
+def choose_parsers(model: LoadedModel, cfg: ModelConfig) -> None:
+    """The tool-call and reasoning formats: as configured, or read off the chat template."""
+    folder = model.folder
+    template = folder.chat_templates.get("tool_use") or folder.chat_templates.get("default")
+    ids = {text: token for text, (token, _) in folder.added_tokens.items()}
+    tool, reasoning = cfg.tool_parser, cfg.reasoning_parser
+    if tool == "auto":
+        tool = choose_tool_parser(template, ids) or "none"
+    if reasoning == "auto":
+        reasoning = choose_reasoning_parser(template, ids) or "none"
+    try:
+        if tool != "none":
+            model.tool_parser = get_tool_parser(tool, ids)
+            model.kept_tokens.update(model.tool_parser.kept_tokens())
+        if reasoning != "none":
+            model.reasoning_parser = get_reasoning_parser(reasoning)
+            model.kept_tokens.update(model.reasoning_parser.kept_tokens(ids))
+    except UnknownParser as exc:
+        raise StartupError(str(exc)) from None
+    log.info("tool calls: %s; reasoning: %s", tool, reasoning)

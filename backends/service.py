@@ -14,15 +14,17 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+import numpy as np
+
 from backends.config import ServiceConfig
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
-from backends.handle import Choice, FinishedChoice, RequestHandle
+from backends.handle import Choice, FinishedChoice, OutputParsers, RequestHandle
 from backends.planning import (
     check_guidance,
     check_prompt_size,
@@ -31,12 +33,14 @@ from backends.planning import (
     plan_max_new_tokens,
     prepare_prompt,
     refuse_unsupported,
+    templates_of,
 )
 from backends.profiling import ProfileWindow
 from backends.prompt_worker import THRESHOLD_CHARS, PromptWorker
-from backends.request import GenerationRequest
+from backends.request import GenerationRequest, Prompt
 from backends.runtime import LoadedModel
 from backends.scheduler import Job, Scheduler, Strategy
+from backends.tool_calls import apply_tools, output_parsers
 from backends.types import PreparedPrompt
 from metrics.timing import RequestTimer
 
@@ -244,6 +248,7 @@ class InferenceService:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
         self._admit(request.choice_count)
         model, strategy = self._loaded()
+        request = apply_tools(model, request)
         chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
         if request.sampling.guidance is not None:
             await asyncio.to_thread(check_guidance, request)
@@ -252,7 +257,7 @@ class InferenceService:
             tokenized = await self._worker(model).prepare(request.prompts, request.param("prompt"))
         if tokenized is not None or request.sampling.guidance is not None:
             self._admit(request.choice_count)  # the wait may have let others in
-        handle = self._new_handle(request)
+        handle = self._new_handle(request, output_parsers(model, request))
         prepared = self._scheduler.submit(
             lambda model, strategy: self._prepare(model, strategy, request, handle, tokenized)
         )
@@ -283,6 +288,32 @@ class InferenceService:
             return False
         entry[0].cancel("admin")
         return True
+
+    async def tokenize(self, prompt: Prompt, model: str | None = None) -> PreparedPrompt:
+        """A prompt as the model would get it: rendered (a chat) and tokenized."""
+        self.check_model(model)
+        loaded, strategy = self._loaded()
+        request = apply_tools(loaded, GenerationRequest(prompt))
+        check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
+        param = request.param("prompt")
+        [prepared] = request.prompts
+        future = self._scheduler.call(lambda m: prepare_prompt(m, prepared, param))
+        result: PreparedPrompt = await asyncio.wrap_future(future)
+        return result
+
+    async def detokenize(self, token_ids: Sequence[int], model: str | None = None) -> str:
+        self.check_model(model)
+        loaded, _ = self._loaded()
+        vocab = loaded.vocab_size
+        bad = sorted({t for t in token_ids if not 0 <= t < vocab})
+        if bad:
+            raise InvalidRequest(
+                f"Token ids outside the vocabulary (0..{vocab - 1}): {bad[:10]}", param="tokens"
+            )
+        ids = np.asarray(token_ids, dtype=np.int32)
+        future = self._scheduler.call(lambda m: str(m.tokenizer.decode(ids)) if len(ids) else "")
+        text: str = await asyncio.wrap_future(future)
+        return text
 
     async def start_profiling(self, window: ProfileWindow) -> None:
         """onnxruntime profiling of the next ``window.steps`` model steps, files capped.
@@ -321,7 +352,7 @@ class InferenceService:
         if self._prompt_worker is None:
             folder = model.folder
             self._prompt_worker = PromptWorker(
-                folder.path, folder.has_chat_template, folder.special_tokens
+                folder.path, templates_of(folder), folder.special_tokens
             )
         return self._prompt_worker
 
@@ -348,7 +379,9 @@ class InferenceService:
                 headers={"Retry-After": "1"},
             )
 
-    def _new_handle(self, request: GenerationRequest) -> RequestHandle:
+    def _new_handle(
+        self, request: GenerationRequest, parsers: OutputParsers | None
+    ) -> RequestHandle:
         base = request.request_id or f"gen-{next(self._ids)}"
         if any(key == base or key.startswith(base + ".") for key in self._inflight):
             base = f"{base}-{next(self._ids)}"
@@ -358,7 +391,9 @@ class InferenceService:
             for i in range(count)
         ]
         timer = RequestTimer(accepted=request.accepted_at)
-        handle = RequestHandle(base, self.model_name, choices, timer, self._token, self._finished)
+        handle = RequestHandle(
+            base, self.model_name, choices, timer, self._token, self._finished, parsers
+        )
         for choice in choices:
             self._inflight[choice.id] = (choice, handle)
         return handle

@@ -9,7 +9,7 @@ from typing import Literal
 FinishReason = Literal["stop", "length", "cancelled", "timeout", "error"]
 # What a door sees of a choice's end. "cancelled" only when the door itself cancelled; an end
 # the server imposed (a timeout, an operator's cancel, a shutdown) is raised as an error.
-ChoiceFinish = Literal["stop", "length", "cancelled"]
+ChoiceFinish = Literal["stop", "length", "cancelled", "tool_calls"]
 CancelCause = Literal["client", "admin", "shutdown"]
 GuidanceKind = Literal["json_schema", "regex", "lark_grammar"]
 

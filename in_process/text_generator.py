@@ -220,7 +220,7 @@ class OnnxTextGenerator:
                         "tokens_generated": counts[i],
                         "metrics": {**handle.metrics().as_dict(), "model": handle.model},
                     }
-                    out.put((held[i], meta))
+                    out.put((held[i] + piece.text, meta))
                 elif piece.token is None:
                     held[i] += piece.text
                 else:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from backends.request import ChatPrompt, json_schema_guidance
 from backends.types import SamplingParams
 from metrics.timing import RequestMetrics
@@ -37,8 +39,16 @@ def sampling_params(
     )
 
 
-def chat_prompt(messages: Sequence[ChatMessage]) -> ChatPrompt:
-    return ChatPrompt([m.as_template_message() for m in messages])
+def chat_prompt(
+    messages: Sequence[ChatMessage],
+    tools: Sequence[BaseModel] | None = None,
+    template_args: Mapping[str, Any] | None = None,
+) -> ChatPrompt:
+    return ChatPrompt(
+        [m.as_template_message() for m in messages],
+        tools=[t.model_dump(exclude_none=True) for t in tools] if tools else None,
+        template_args=template_args,
+    )
 
 
 def timing(metrics: RequestMetrics, model: str) -> TimingMetrics:

@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from backends.errors import GenerationFailed
-from backends.handle import RequestHandle
+from backends.handle import ChoiceResult, Piece, RequestHandle
 from backends.request import GenerationRequest, TextPrompt
 from backends.service import InferenceService
 from backends.types import ChoiceFinish, Logprob, PlacedToken, Usage
 from routes.convert import chat_prompt, sampling_params, timing
 from schemas.openai import (
     AssistantMessage,
+    CalledFunction,
     ChatChoice,
     ChatChunkChoice,
     ChatCompletion,
@@ -31,11 +32,14 @@ from schemas.openai import (
     CompletionChoice,
     CompletionLogprobs,
     CompletionRequest,
+    DeltaFunction,
+    DeltaToolCall,
     FinishReason,
     ModelCard,
     ModelList,
     PromptTokensDetails,
     TokenLogprob,
+    ToolCallOut,
     TopLogprob,
     UsageInfo,
 )
@@ -46,7 +50,7 @@ STARTED_AT = int(time.time())  # "created" of the served model
 # ---- requests ----------------------------------------------------------------------------------
 def chat_request(body: ChatCompletionRequest, request_id: str) -> GenerationRequest:
     return GenerationRequest(
-        chat_prompt(body.messages),
+        chat_prompt(body.messages, body.tools, body.chat_template_kwargs),
         sampling_params(
             body,
             logprobs=body.logprobs,
@@ -59,6 +63,9 @@ def chat_request(body: ChatCompletionRequest, request_id: str) -> GenerationRequ
         model=body.model,
         request_id=request_id,
         param_names={"max_tokens": body.token_limit_name},
+        tool_choice=body.tool_choice_name,
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+        split_reasoning=True,
     )
 
 
@@ -130,6 +137,33 @@ def _response_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
+def assistant_message(c: ChoiceResult) -> AssistantMessage:
+    calls = [
+        ToolCallOut(id=t.id, function=CalledFunction(name=t.name, arguments=t.arguments))
+        for t in c.tool_calls
+    ]
+    return AssistantMessage(
+        content=c.text if c.text or not calls else None,
+        reasoning_content=c.reasoning or None,
+        tool_calls=calls or None,
+    )
+
+
+def delta_calls(piece: Piece) -> list[DeltaToolCall] | None:
+    calls = [
+        DeltaToolCall(
+            index=call.index,
+            id=call.id,
+            type="function" if call.id else None,
+            function=DeltaFunction(
+                name=call.name, arguments=call.arguments or ("" if call.id else None)
+            ),
+        )
+        for call in piece.calls
+    ]
+    return calls or None
+
+
 async def chat_response(handle: RequestHandle, body: ChatCompletionRequest) -> ChatCompletion:
     result = await handle.result()
     return ChatCompletion(
@@ -139,7 +173,7 @@ async def chat_response(handle: RequestHandle, body: ChatCompletionRequest) -> C
         choices=[
             ChatChoice(
                 index=c.index,
-                message=AssistantMessage(content=c.text),
+                message=assistant_message(c),
                 logprobs=chat_logprobs(c.tokens) if body.logprobs else None,
                 finish_reason=finish_reason(c.finish_reason),
             )
@@ -191,8 +225,14 @@ async def chat_chunks(
         yield chunk([ChatChunkChoice(index=c.index, delta=ChatDelta(role="assistant", content=""))])
     async for piece in handle:
         logprobs = chat_logprobs(piece.tokens) if body.logprobs and piece.tokens else None
-        if piece.text or logprobs is not None:
-            delta = ChatDelta(content=piece.text)
+        calls = delta_calls(piece)
+        if piece.text or piece.reasoning or calls or logprobs is not None:
+            others = bool(piece.reasoning or calls)
+            delta = ChatDelta(
+                content=piece.text if piece.text or not others else None,
+                reasoning_content=piece.reasoning or None,
+                tool_calls=calls,
+            )
             yield chunk([ChatChunkChoice(index=piece.index, delta=delta, logprobs=logprobs)])
         if piece.finish_reason is not None:
             done = ChatChunkChoice(

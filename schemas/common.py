@@ -34,6 +34,16 @@ def _content_part(value: Any) -> Any:
     return value
 
 
+def content_value(value: Any) -> Any:
+    """A message's content: a string or text parts, checked with one clear error (not one per
+    member of the union)."""
+    if isinstance(value, list):
+        return [_content_part(p) for p in value]
+    if not isinstance(value, str):
+        raise PydanticCustomError("content_type", "must be a string or a list of text parts")
+    return value
+
+
 class ChatMessage(RequestModel):
     role: Literal["system", "developer", "user", "assistant", "tool"] = Field(
         description="`developer` is treated as `system`."
@@ -45,11 +55,7 @@ class ChatMessage(RequestModel):
     @field_validator("content", mode="before")
     @classmethod
     def _parts(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [_content_part(p) for p in value]
-        if not isinstance(value, str):  # one clear error, not one per member of the union
-            raise PydanticCustomError("content_type", "must be a string or a list of text parts")
-        return value
+        return content_value(value)
 
     def as_template_message(self) -> dict[str, str]:
         text = (

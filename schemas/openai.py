@@ -6,6 +6,7 @@ that sending them is a 400 naming the field and saying why, instead of a silent 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -17,10 +18,18 @@ from pydantic import (
     ValidationInfo,
     field_validator,
     model_serializer,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from schemas.common import ChatMessage, RequestModel, SamplingFields, TimingMetrics
+from schemas.common import (
+    ChatMessage,
+    RequestModel,
+    SamplingFields,
+    TextPart,
+    TimingMetrics,
+    content_value,
+)
 
 MAX_N = 16
 
@@ -103,13 +112,96 @@ class OpenAIFields(SamplingFields):
 
 
 # ---- chat ----------------------------------------------------------------------------------
-_NO_TOOLS = "this server does not do tool or function calling"
+class FunctionDefinition(RequestModel):
+    name: str = Field(..., min_length=1, max_length=128)
+    description: str | None = None
+    parameters: dict[str, Any] | None = Field(None, description="A JSON Schema of the arguments.")
+    strict: bool | None = Field(None, description="Accepted; forced calls always match.")
+
+
+class ToolDefinition(RequestModel):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class FunctionName(RequestModel):
+    name: str
+
+
+class NamedToolChoice(RequestModel):
+    type: Literal["function"]
+    function: FunctionName
+
+
+class CalledFunction(RequestModel):
+    name: str
+    arguments: str = Field(description="A JSON object, as a string.")
+
+
+class MessageToolCall(RequestModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+
+class OpenAIChatMessage(ChatMessage):
+    """A chat message as OpenAI's API has it: an assistant's tool calls (its content may then
+    be null) and a tool's result (``tool_call_id``) round-trip into the chat template."""
+
+    content: str | list[TextPart] | None = Field(  # type: ignore[assignment]
+        None, description="A string, or text parts; null for an assistant that calls tools."
+    )
+    tool_calls: list[MessageToolCall] | None = Field(None, description="An assistant's calls.")
+    tool_call_id: str | None = Field(None, description="The call a `tool` message answers.")
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _parts(cls, value: Any) -> Any:
+        return None if value is None else content_value(value)
+
+    @model_validator(mode="after")
+    def _content_or_calls(self) -> OpenAIChatMessage:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise PydanticCustomError(
+                "content_required", "content may be null only for an assistant's tool calls"
+            )
+        return self
+
+    def as_template_message(self) -> dict[str, Any]:
+        message: dict[str, Any] = (
+            super().as_template_message()
+            if self.content is not None
+            else {"role": self.role, "content": None}
+        )
+        if self.tool_calls:
+            # Templates expect the arguments as an object (as Hugging Face passes them).
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.function.name,
+                        "arguments": _json_or_text(call.function.arguments),
+                    },
+                }
+                for call in self.tool_calls
+            ]
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
+        return message
+
+
+def _json_or_text(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+_LEGACY = "use tools and tool_choice (functions and function_call are deprecated)"
 _CHAT_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "tools": (_NO_TOOLS, lambda v: not v),
-    "tool_choice": (_NO_TOOLS, lambda v: v in (None, "none")),
-    "parallel_tool_calls": (_NO_TOOLS, lambda v: v is None),
-    "functions": (_NO_TOOLS, lambda v: not v),
-    "function_call": (_NO_TOOLS, lambda v: v in (None, "none")),
+    "functions": (_LEGACY, lambda v: not v),
+    "function_call": (_LEGACY, lambda v: v in (None, "none")),
     "audio": ("this server produces text only", lambda v: v is None),
     "modalities": ("this server produces text only", lambda v: v in (None, ["text"])),
     "prediction": ("predicted outputs are not implemented", lambda v: v is None),
@@ -129,7 +221,7 @@ class ChatCompletionRequest(OpenAIFields):
         },
     )
 
-    messages: list[ChatMessage] = Field(..., min_length=1)
+    messages: list[OpenAIChatMessage] = Field(..., min_length=1)
     max_completion_tokens: int | None = Field(None, gt=0, description="Same as `max_tokens`.")
     logprobs: bool = Field(False, description="Return each output token's log-probability.")
     top_logprobs: int | None = Field(
@@ -138,10 +230,22 @@ class ChatCompletionRequest(OpenAIFields):
     response_format: ResponseFormat | None = Field(
         None, description="`json_object` and `json_schema` are enforced by constrained decoding."
     )
+    tools: list[ToolDefinition] | None = Field(
+        None, description="Functions the model may call; they go into its chat template."
+    )
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
+        None,
+        description="`auto` (default with tools), `none`, `required` or a named function; "
+        "`required` and a name are enforced by constrained decoding.",
+    )
+    parallel_tool_calls: bool | None = Field(
+        None, description="false: at most one call (enforced when the call is forced)."
+    )
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        None,
+        description='Extension: variables for the chat template, e.g. {"enable_thinking": false}.',
+    )
     # Declared only to be refused with a reason (see _CHAT_REFUSED).
-    tools: list[Any] | None = Field(None, description="Not supported (must be empty).")
-    tool_choice: Any = Field(None, description='Not supported (only `"none"`).')
-    parallel_tool_calls: bool | None = Field(None, description="Not supported.")
     functions: list[Any] | None = Field(None, description="Not supported.")
     function_call: Any = Field(None, description="Not supported.")
     audio: Any = Field(None, description="Not supported.")
@@ -171,6 +275,14 @@ class ChatCompletionRequest(OpenAIFields):
     @property
     def token_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
+
+    @property
+    def tool_choice_name(self) -> str:
+        """``auto``, ``none``, ``required`` or the forced function's name."""
+        choice = self.tool_choice
+        if isinstance(choice, NamedToolChoice):
+            return choice.function.name
+        return choice or ("auto" if self.tools else "none")
 
     @property
     def token_limit_name(self) -> str:
@@ -257,13 +369,23 @@ class ChatLogprobs(BaseModel):
     refusal: list[TokenLogprob] | None = None
 
 
+class ToolCallOut(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     refusal: str | None = None
+    reasoning_content: str | None = Field(
+        None, description="Extension (llama-server, vLLM): the model's thinking, split out."
+    )
+    tool_calls: list[ToolCallOut] | None = None
 
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 METRICS_DESCRIPTION = (
     "Extension: the server's timing for the whole request (all choices), as in /v1/chat. "
@@ -289,11 +411,25 @@ class ChatCompletion(BaseModel):
     metrics: TimingMetrics = Field(description=METRICS_DESCRIPTION)
 
 
+class DeltaFunction(BaseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class DeltaToolCall(BaseModel):
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: DeltaFunction
+
+
 class ChatDelta(BaseModel):
     """Only the fields that are set are sent (``{}`` on a finish chunk), as OpenAI does."""
 
     role: Literal["assistant"] | None = None
     content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[DeltaToolCall] | None = None
 
     @model_serializer(mode="wrap")
     def _drop_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

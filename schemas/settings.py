@@ -38,6 +38,9 @@ ENV_FILE = ".env"
 # (schemas/ may not import backends/).
 Device = Literal["auto", "cpu", "cuda", "directml", "coreml", "webgpu", "openvino", "qnn"]
 SchedulerName = Literal["auto", "generator", "engine", "batch"]
+# Tied to backends.parsers' registry by tests/test_settings.py.
+ToolParserName = Literal["auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json"]
+ReasoningParserName = Literal["auto", "none", "think", "mistral"]
 
 
 def split_csv(value: str | None) -> list[str]:
@@ -113,6 +116,20 @@ class ModelSettings(BaseSettings):
         "cache_sequences",
         "Finished sequences kept for prefix reuse (LRU); 0 disables reuse.",
         ge=0,
+    )
+    tool_parser: ToolParserName = _setting(
+        "auto",
+        "GENAI_TOOL_PARSER",
+        "tool_parser",
+        "How the model writes tool calls: auto (read off its chat template), none, hermes "
+        "(Qwen, Hermes), llama3_json, mistral or phi4_mini_json.",
+    )
+    reasoning_parser: ReasoningParserName = _setting(
+        "auto",
+        "GENAI_REASONING_PARSER",
+        "reasoning_parser",
+        "How the model writes its thinking: auto (read off its chat template), none, think "
+        "(<think>...</think>: Qwen3, DeepSeek-R1, Phi-4-reasoning) or mistral ([THINK]).",
     )
     kv_cache_mib: float = _setting(
         1024.0,

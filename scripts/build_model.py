@@ -116,12 +116,9 @@ def arch_config_kwargs(arch: str, params: dict[str, int]) -> dict[str, object]:
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
+# ChatML with Qwen2.5's tool calling (<tool_call> JSON), so the tiny models can be given
+# tools; without tools it renders exactly the plain ChatML turns.
+CHAT_TEMPLATE = (Path(__file__).resolve().parent / "chat_template.jinja").read_text()
 
 _WORDS = (
     "the a an of to in and is it that for on with as was by at from this be are or have not "

@@ -8,7 +8,11 @@ from collections.abc import Iterator
 import openai
 import pytest
 from openai import OpenAI
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat import (
+    ChatCompletionMessageFunctionToolCall,
+    ChatCompletionMessageParam,
+    ChatCompletionToolParam,
+)
 
 from bench.server import live_server
 
@@ -162,9 +166,9 @@ def test_errors_map_to_client_exceptions(api: OpenAI, base_url: str) -> None:
         api.chat.completions.create(
             model=MODEL,
             messages=MESSAGES,
-            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+            functions=[{"name": "f", "parameters": {}}],
         )
-    assert "not supported" in str(bad.value)
+    assert "functions" in str(bad.value)
     with pytest.raises(openai.BadRequestError, match="context"):
         api.completions.create(model=MODEL, prompt=PROMPT, max_tokens=5000)
     with pytest.raises(openai.NotFoundError):
@@ -183,3 +187,79 @@ def test_extension_parameters_through_extra_body(api: OpenAI) -> None:
         extra_body={"min_tokens": 8, "top_k": 5, "repetition_penalty": 1.1},
     )
     assert resp.usage is not None and resp.usage.completion_tokens == 8
+
+
+WEATHER: ChatCompletionToolParam = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def test_a_forced_tool_call_round_trip(api: OpenAI) -> None:
+    asked: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Weather in Paris?"}]
+    done = api.chat.completions.create(
+        model=MODEL,
+        messages=asked,
+        tools=[WEATHER],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        seed=3,
+        max_tokens=80,
+    )
+    choice = done.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    calls = choice.message.tool_calls or []
+    assert calls and all(c.type == "function" for c in calls)
+    call = calls[0]
+    assert isinstance(call, ChatCompletionMessageFunctionToolCall)
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments)["city"] in ("Paris", "Rome")
+
+    streamed = list(
+        api.chat.completions.create(
+            model=MODEL,
+            messages=asked,
+            tools=[WEATHER],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            parallel_tool_calls=False,
+            seed=3,
+            max_tokens=80,
+            stream=True,
+        )
+    )
+    parts = [d for c in streamed if c.choices for d in c.choices[0].delta.tool_calls or []]
+    assert parts and parts[0].function is not None and parts[0].function.name == "get_weather"
+    arguments = "".join((p.function.arguments or "") if p.function else "" for p in parts)
+    assert json.loads(arguments)["city"] in ("Paris", "Rome")
+
+    answer = api.chat.completions.create(
+        model=MODEL,
+        messages=[
+            *asked,
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},  # type: ignore[list-item]
+            {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
+        ],
+        tools=[WEATHER],
+        max_tokens=8,
+        temperature=0,
+    )
+    assert answer.choices[0].message.content
+
+
+def test_langchain_binds_tools_and_gets_a_parsed_call(base_url: str) -> None:
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(base_url=base_url, api_key=KEY, model=MODEL, max_tokens=80, seed=5)
+    bound = llm.bind_tools([dict(WEATHER)], tool_choice="get_weather", parallel_tool_calls=False)
+    message = bound.invoke("What is the weather in Rome?")
+    [call] = message.tool_calls
+    assert call["name"] == "get_weather" and call["args"]["city"] in ("Paris", "Rome")

@@ -107,6 +107,14 @@ def test_scheduler_names_are_the_backend_ones() -> None:
     assert get_args(SchedulerName) == SCHEDULERS
 
 
+def test_parser_names_are_the_registry_s() -> None:
+    from backends.parsers import reasoning_parser_names, tool_parser_names
+    from schemas.settings import ReasoningParserName, ToolParserName
+
+    assert set(get_args(ToolParserName)) == {"auto", "none", *tool_parser_names()}
+    assert set(get_args(ReasoningParserName)) == {"auto", "none", *reasoning_parser_names()}
+
+
 def test_seed_limit_is_the_backend_one() -> None:
     from backends.types import SEED_MAX as BACKEND_SEED_MAX
     from schemas.common import SEED_MAX

@@ -241,7 +241,7 @@ class BatchStrategy:
                 self._finish(seq, "stop")
                 continue
             state.accept(token)
-            event = TokenEvent(token, seq.stream.decode(token))
+            event = TokenEvent(token, self.model.token_text(seq.stream, token))
             if choice.logprobs is not None:
                 chosen, top = logprob_entries(
                     choice.logprobs, token, p.top_logprobs, self._token_text

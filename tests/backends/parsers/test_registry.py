@@ -74,10 +74,10 @@ def test_choose_tool_parser(template: str | None, tokens: set[str], expected: st
     assert choose_tool_parser(template, tokens) == expected
 
 
-def test_the_demo_model_has_no_tool_or_reasoning_format() -> None:
+def test_the_demo_model_writes_hermes_calls_and_does_not_think() -> None:
     template = (DEMO_MODEL_DIR / "chat_template.jinja").read_text()
     tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
-    assert choose_tool_parser(template, tokens) is None
+    assert choose_tool_parser(template, tokens) == "hermes"
     assert choose_reasoning_parser(template, tokens) is None
 
 
