@@ -128,12 +128,39 @@ def session_options(ort: Any, folder: ModelFolder, threads: int) -> Any:
 
 
 class Decoder:
-    """Runs the decoder on rows ``[lo, hi)`` of a slot KV cache, bound in place."""
+    """Runs the decoder on rows ``[lo, hi)`` of a slot KV cache, bound in place.
+
+    The cache rows are bound once per row range (an IOBinding each, kept): a step rebinds only
+    its inputs and the logits."""
 
     def __init__(self, spec: DecoderSpec, session: Any, ort: Any) -> None:
         self.spec = spec
-        self.session = session
+        self._session = session
         self._ort = ort
+        self._bindings: dict[tuple[int, int], Any] = {}
+
+    @property
+    def session(self) -> Any:
+        return self._session
+
+    @session.setter
+    def session(self, session: Any) -> None:
+        self._session = session
+        self._bindings.clear()
+
+    def _binding(self, kv: Any, rows: tuple[int, int]) -> Any:
+        binding = self._bindings.get(rows)
+        if binding is None:
+            spec, binding = self.spec, self._session.io_binding()
+            binding.bind_output(spec.logits)  # first: rebinding it keeps its place, index 0
+            for layer in range(spec.layers):
+                key, value = kv.ortvalues(layer, rows)
+                binding.bind_ortvalue_input(spec.past_keys[layer], key)
+                binding.bind_ortvalue_output(spec.present_keys[layer], key)
+                binding.bind_ortvalue_input(spec.past_values[layer], value)
+                binding.bind_ortvalue_output(spec.present_values[layer], value)
+            self._bindings[rows] = binding
+        return binding
 
     def run(
         self,
@@ -145,19 +172,13 @@ class Decoder:
     ) -> npt.NDArray[np.float32]:
         """Logits ``[B, S, vocab]`` for ``input_ids [B, S]``; the new keys and values are
         written into the cache rows in place. The GIL is released while the model runs."""
-        spec, binding = self.spec, self.session.io_binding()
+        spec, binding = self.spec, self._binding(kv, rows)
         binding.bind_cpu_input(spec.input_ids, input_ids)
         binding.bind_cpu_input(spec.attention_mask, attention_mask)
         if spec.position_ids is not None:
             assert position_ids is not None
             binding.bind_cpu_input(spec.position_ids, position_ids)
-        binding.bind_output(spec.logits)  # first: get_outputs() follows binding order
-        for layer in range(spec.layers):
-            key, value = kv.ortvalues(layer, rows)
-            binding.bind_ortvalue_input(spec.past_keys[layer], key)
-            binding.bind_ortvalue_output(spec.present_keys[layer], key)
-            binding.bind_ortvalue_input(spec.past_values[layer], value)
-            binding.bind_ortvalue_output(spec.present_values[layer], value)
-        self.session.run_with_iobinding(binding)
+        binding.bind_output(spec.logits)
+        self._session.run_with_iobinding(binding)
         logits: npt.NDArray[np.float32] = binding.get_outputs()[0].numpy()
         return logits

@@ -47,6 +47,14 @@ class KVCache:
     def nbytes(self) -> int:
         return sum(b.nbytes for b in self.keys) + sum(b.nbytes for b in self.values)
 
+    def swap(self, a: int, b: int, length_a: int, length_b: int) -> None:
+        """Exchange what rows ``a`` and ``b`` hold: the first ``length_a`` positions of row
+        ``a`` and the first ``length_b`` of row ``b`` (only the positions in use are copied)."""
+        for buffer in (*self.keys, *self.values):
+            held = buffer[a, :, :length_a].copy()
+            buffer[a, :, :length_b] = buffer[b, :, :length_b]
+            buffer[b, :, :length_a] = held
+
     def ortvalues(self, layer: int, rows: tuple[int, int]) -> tuple[Any, Any]:
         """Layer ``layer``'s key and value rows ``[lo, hi)`` as OrtValues over the buffers."""
         lo, hi = rows

@@ -3,10 +3,13 @@
 A finished sequence keeps its row (its KV cache) in an LRU of at most ``keep`` rows. A new
 prompt that continues a resident row (shares at least half of what the row holds: typically
 the next turn of the same chat) takes that row and is prefilled only after the shared
-length. Otherwise it gets the lowest free row (the decode batch is the contiguous range of
-rows up to the highest one in use, so low rows keep it short), or, with none free, the least
-recently used resident row. A prompt that merely shares the chat template's first tokens with
-another conversation does not take that conversation's row while a free one is left.
+length. Otherwise it gets the lowest free row, or, with none free, the least recently used
+resident row. A prompt that merely shares the chat template's first tokens with another
+conversation does not take that conversation's row while a free one is left.
+
+The strategy keeps the busy rows at the bottom (the decode batch is the contiguous range of
+rows up to the highest busy one): :meth:`exchange` records that a busy row's cache and an idle
+row's (free or resident) swapped places.
 """
 
 from __future__ import annotations
@@ -55,6 +58,17 @@ class SlotTable:
                 self._free.append(old)
         else:
             self._free.append(row)
+
+    def exchange(self, busy: int, idle: int) -> None:
+        """Rows ``busy`` and ``idle`` swapped contents: ``idle`` is busy now, and ``busy`` is
+        what ``idle`` was (free, or resident with the same tokens and the same LRU rank)."""
+        if idle in self._resident:
+            self._resident = OrderedDict(
+                (busy if row == idle else row, tokens) for row, tokens in self._resident.items()
+            )
+        else:
+            self._free.remove(idle)
+            self._free.append(busy)
 
     def resident(self, row: int) -> list[int] | None:
         """The tokens a resident row holds (None for a free or busy row)."""

@@ -7,9 +7,12 @@ arrives mid-generation starts prefilling at the next step and joins the decode b
 as its prompt is in; a long prompt is fed in chunks, so it never freezes the others.
 ``InferenceSession.run`` releases the GIL, so the event loop streams while the model runs.
 
-The decode batch is the contiguous range of rows up to the highest one decoding; rows in that
-range with nothing to decode (free, resident or still prefilling) ride along as dummies whose
-one new position is written just past what their row holds, where it harms nothing.
+The decode batch is the contiguous range of rows up to the highest one decoding, so the busy
+rows are kept at the bottom: a sequence in a row above a row that is not busy (a finished
+sequence's, or a prefix match's high up) swaps places with it, copying only the positions in
+use. Rows in the range with nothing to decode (a newcomer still prefilling) ride along as
+dummies whose one new position is written just past what their row holds, where it harms
+nothing.
 """
 
 from __future__ import annotations
@@ -148,6 +151,7 @@ class BatchStrategy:
         )
 
     def step(self) -> None:
+        self._compact()
         decoding = [s for s in self._active if s.next_token is not None]
         newcomer = next((s for s in self._active if s.pending), None)
         if newcomer is not None:
@@ -183,6 +187,21 @@ class BatchStrategy:
             for seq in seqs:
                 if seq in self._active:
                     self._finish(seq, "error", str(exc))
+
+    def _compact(self) -> None:
+        """Move sequences above the lowest ``len(active)`` rows down into the idle rows there
+        (swapping with what those hold), so that every decode row is a live one."""
+        count = len(self._active)
+        busy = {s.row for s in self._active}
+        holes = [row for row in range(count) if row not in busy]
+        if not holes:
+            return
+        high = sorted((s for s in self._active if s.row >= count), key=lambda s: -s.row)
+        for hole, seq in zip(holes, high, strict=True):
+            held = len(self.slots.resident(hole) or ())
+            self.kv.swap(seq.row, hole, len(seq.tokens), held)
+            self.slots.exchange(seq.row, hole)
+            seq.row = hole
 
     def _prefill(self, seqs: list[_Seq]) -> None:
         [seq] = seqs

@@ -115,6 +115,44 @@ def test_a_resident_row_survives_riding_along_as_a_dummy() -> None:
     assert (text(warm1), text(warm2)) == (text(cold1), text(cold2))
 
 
+def test_busy_rows_stay_at_the_bottom_so_every_decode_row_is_live(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Finished chats stay resident; the next request must not decode them along as dummies.
+    A chat's resident row is swapped out of the way and swapped back for its next turn."""
+    from backends.batch.decoder import Decoder
+
+    decode_rows: list[int] = []
+    run_decoder = Decoder.run
+
+    def spy(self: Decoder, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
+        if input_ids.shape[1] == 1:
+            decode_rows.append(input_ids.shape[0])
+        return run_decoder(self, input_ids, *args, **kwargs)
+
+    turn1 = user("tell me about the mountain and the river " * 6)
+
+    async def chats(service: InferenceService) -> tuple[list[str], int]:
+        first = await (await service.submit(request(turn1, max_tokens=12))).result()
+        others = [
+            await (await service.submit(request(user(f"chat number {i}"), max_tokens=20))).result()
+            for i in range(3)
+        ]
+        history = [*turn1, {"role": "assistant", "content": text(first)}]
+        second = await (
+            await service.submit(request([*history, *user("and the city?")], max_tokens=12))
+        ).result()
+        return [text(r) for r in (first, *others, second)], second.usage.cached_tokens
+
+    monkeypatch.setattr(Decoder, "run", spy)
+    warm, reused = run(batch_config(cache_sequences=4), chats)
+    assert decode_rows and set(decode_rows) == {1}
+    assert reused > 30  # the first chat's row, swapped out of the way and back down
+    monkeypatch.setattr(Decoder, "run", run_decoder)
+    cold, _ = run(batch_config(cache_sequences=0), chats)
+    assert warm == cold
+
+
 def test_profiling_writes_an_ort_session_profile(tmp_path: Path) -> None:
     async def body(service: InferenceService) -> None:
         await service.start_profiling(ProfileWindow(tmp_path, steps=100, max_files=5))

@@ -56,3 +56,22 @@ def test_keep_bounds_the_resident_rows() -> None:
     for r in rows:
         table.release(r, [r, r, r])
     assert len(table) == 1 and table.resident(rows[-1]) == [rows[-1]] * 3
+
+
+def test_an_exchange_moves_a_resident_row_with_its_rank() -> None:
+    table = SlotTable(3, keep=3)
+    for tokens in ([1, 1], [2, 2]):
+        table.release(table.acquire(tokens)[0], tokens)  # rows 0 and 1 resident, 0 oldest
+    busy, _ = table.acquire([9])  # row 2
+    table.exchange(busy, 0)  # the busy sequence moved into row 0; what row 0 held is in row 2
+    assert table.resident(2) == [1, 1] and table.resident(0) is None
+    assert table.acquire([7])[0] == 2  # no free row: the oldest resident is recycled, now row 2
+
+
+def test_an_exchange_with_a_free_row_frees_the_busy_one() -> None:
+    table = SlotTable(3, keep=0)
+    table.acquire([1])
+    busy, _ = table.acquire([2])  # row 1
+    table.release(0, None)
+    table.exchange(busy, 0)
+    assert table.acquire([3])[0] == 1
