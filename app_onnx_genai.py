@@ -16,14 +16,16 @@ from fastapi import FastAPI
 from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.service import InferenceService
 from metrics.prometheus import ServerMetrics
-from routes import admin, generate, native, openai, ops, tokenizer
+from routes import admin, anthropic, generate, native, openai, ops, responses, tokenizer
 from routes.auth import install_auth_and_cors
 from routes.body_limit import BodyLimitMiddleware
 from routes.errors import install_error_handlers
 from routes.middleware import RequestIdMiddleware
 from routes.sse import document_event_schemas
+from routes.web import mount_page
 from schemas.native import StreamDone, StreamToken
 from schemas.openai import ChatCompletionChunk, Completion
+from schemas.responses import RESPONSE_STREAM_EVENTS
 from schemas.settings import Settings
 
 log = logging.getLogger("genai.app")
@@ -31,7 +33,7 @@ log = logging.getLogger("genai.app")
 MIB = 1024 * 1024
 
 # What the streaming routes send, one JSON object per event (documented in OpenAPI).
-STREAM_EVENTS = (ChatCompletionChunk, Completion, StreamToken, StreamDone)
+STREAM_EVENTS = (ChatCompletionChunk, Completion, StreamToken, StreamDone, *RESPONSE_STREAM_EVENTS)
 
 
 def service_config(settings: Settings) -> ServiceConfig:
@@ -104,14 +106,18 @@ def create_app(
     app.include_router(ops.router)
     app.include_router(admin.router)
     app.include_router(openai.router)
+    app.include_router(responses.router)
     app.include_router(generate.router)
     app.include_router(tokenizer.router)
     app.openapi = document_event_schemas(app, STREAM_EVENTS)  # type: ignore[method-assign]
+    if settings.server.web_ui:
+        mount_page(app)  # the playground at /: its own paths only
     install_auth_and_cors(app, settings.server)
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=int(settings.server.max_body_mib * MIB),
         timeout=settings.server.client_timeout,
     )
+    anthropic.install(app)  # its routes, and its error shape around auth and the body limits
     app.add_middleware(RequestIdMiddleware)  # outermost: 401s and CORS answers get an id too
     return app

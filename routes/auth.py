@@ -3,7 +3,8 @@
 Auth is an ASGI middleware rather than a route dependency so that it also covers routes mounted
 later by others (``/metrics``) and cannot be forgotten on a new router. Open without a key:
 ``/healthz``, ``/readyz`` (probes) and the API description (``/docs``, ``/redoc``,
-``/openapi.json``: it holds no data, and Swagger's "Authorize" button needs it).
+``/openapi.json``: it holds no data, and Swagger's "Authorize" button needs it), and the web
+playground's own files (routes/web.py: the page asks for the key and sends it on its API calls).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from routes.web import page_paths
 from schemas.errors import error_body
 from schemas.settings import ServerSettings, split_csv
 
@@ -52,13 +54,15 @@ class ApiKeyMiddleware:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        token = bearer_token(headers.get("authorization"))
-        if token is not None and key_matches(token, self.keys):
+        # Anthropic's clients send the key as `x-api-key`; either header will do.
+        bearer = bearer_token(headers.get("authorization"))
+        given = [t for t in (bearer, headers.get("x-api-key", "").strip()) if t]
+        if any(key_matches(token, self.keys) for token in given):
             await self.app(scope, receive, send)
             return
         message = (
-            "Missing API key: send `Authorization: Bearer <key>`."
-            if token is None
+            "Missing API key: send `Authorization: Bearer <key>` (or `x-api-key: <key>`)."
+            if not given
             else "Invalid API key."
         )
         body = error_body(message, "authentication_error", code="invalid_api_key")
@@ -100,7 +104,10 @@ def _document_bearer_auth(app: FastAPI) -> Callable[[], dict[str, Any]]:
 def install_auth_and_cors(app: FastAPI, settings: ServerSettings) -> None:
     keys = settings.api_keys
     if keys:
-        app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=OPEN_PATHS | {OPENAPI_PATH})
+        # The playground's own files (listed from its folder) are open; its API calls are not.
+        page = page_paths() if settings.web_ui else frozenset()
+        open_paths = OPEN_PATHS | {OPENAPI_PATH} | page
+        app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=open_paths)
         app.openapi = _document_bearer_auth(app)  # type: ignore[method-assign]
     origins = split_csv(settings.cors_origins)
     if origins:
@@ -111,4 +118,5 @@ def install_auth_and_cors(app: FastAPI, settings: ServerSettings) -> None:
             allow_methods=["*"],
             allow_headers=["*"],
             allow_credentials="*" not in origins,
+            expose_headers=["X-Request-ID"],  # readable by the page's scripts
         )

@@ -22,16 +22,32 @@ from schemas.errors import ErrorResponse, error_body
 log = logging.getLogger("genai.sse")
 
 
-async def sse_events(payloads: AsyncIterator[str]) -> AsyncIterator[dict[str, str]]:
+Payload = str | tuple[str, str]
+# A door's own error event: (status, the error body in the one shape) -> the payload to send.
+ErrorEvent = Callable[[int, dict[str, Any]], Payload]
+
+
+def _event(payload: Payload) -> dict[str, str]:
+    if isinstance(payload, tuple):
+        return {"event": payload[0], "data": payload[1]}
+    return {"data": payload}
+
+
+async def sse_events(
+    payloads: AsyncIterator[Payload], error_event: ErrorEvent | None = None
+) -> AsyncIterator[dict[str, str]]:
+    """Each payload is an event's ``data``, or an ``(event, data)`` pair for a named event.
+    ``error_event`` reshapes the final error for a protocol with its own (Anthropic's)."""
     try:
         async for payload in payloads:
-            yield {"data": payload}
+            yield _event(payload)
     except GenAIError as exc:
         body = error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)
-        yield {"data": json.dumps(body)}
+        yield _event(error_event(exc.status_code, body) if error_event else json.dumps(body))
     except Exception:
         log.exception("stream failed")
-        yield {"data": json.dumps(error_body("Internal server error.", "server_error"))}
+        body = error_body("Internal server error.", "server_error")
+        yield _event(error_event(500, body) if error_event else json.dumps(body))
 
 
 def sse_response_doc(description: str, *events: type[BaseModel]) -> dict[str, Any]:
@@ -58,9 +74,15 @@ def sse_response_doc(description: str, *events: type[BaseModel]) -> dict[str, An
     return {"description": description, "content": {"text/event-stream": {"schema": event}}}
 
 
-def event_stream(payloads: AsyncIterator[str], ping: float) -> EventSourceResponse:
-    """An SSE response of ``data:`` payloads, with keep-alive comments every ``ping`` s."""
-    return EventSourceResponse(sse_events(payloads), ping=ping)
+def event_stream(
+    payloads: AsyncIterator[Payload], ping: float, error_event: ErrorEvent | None = None
+) -> EventSourceResponse:
+    """An SSE response of ``data:`` payloads, with keep-alive comments every ``ping`` s.
+
+    Lines end with ``\\n`` and events with a blank line (``\\n\\n``), not sse-starlette's
+    default ``\\r\\n``: the spec allows all three line endings, but a client that splits the
+    body on ``"\\n\\n"`` (a browser ``fetch`` reader, many scripts) would see no event at all."""
+    return EventSourceResponse(sse_events(payloads, error_event), ping=ping, sep="\n")
 
 
 def document_event_schemas(

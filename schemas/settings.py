@@ -187,6 +187,13 @@ class ServerSettings(BaseSettings):
         "cors_origins",
         "Browser origins allowed to call the API, comma-separated, or *; empty: no CORS.",
     )
+    web_ui: bool = _setting(
+        True,
+        "GENAI_WEB_UI",
+        "web_ui",
+        "The web playground at / (a chat page over the OpenAI API; its static files are open, "
+        "its API calls need the key like any client's); false: no page.",
+    )
     client_timeout: float = _setting(
         15.0,
         "GENAI_CLIENT_TIMEOUT",

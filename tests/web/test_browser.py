@@ -1,0 +1,145 @@
+"""The web playground in a real headless Chromium against a live server with an API key:
+the page asks for the key, lists the model, streams an answer with its TTFT/TPOT, and its stop
+button cancels a generation on the server.
+
+Needs the system's Chromium (Debian: ``apt-get install -y chromium``) and the ``playwright``
+package (requirements-dev.txt); Playwright's own browser download is not used. Skipped, with the
+reason, when either is missing; deselect with ``-m "not browser"``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bench.server import ServerProcess, live_server
+from tests.conftest import metric
+
+pytestmark = [pytest.mark.live, pytest.mark.browser]
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)"
+)
+
+KEY = "playground-key"
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+LAST_ANSWER = "[...document.querySelectorAll('.message.assistant')].pop()"
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    found = next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
+    if found is None:
+        pytest.skip(f"no Chromium executable ({', '.join(CHROMIUM_NAMES)}) on PATH")
+    return found
+
+
+@pytest.fixture(scope="module")
+def server(chromium: str) -> Iterator[ServerProcess]:  # no browser, no server to start
+    with live_server(env={"GENAI_API_KEY": KEY}) as running:
+        yield running
+
+
+@pytest.fixture
+def page(server: ServerProcess, chromium: str) -> Iterator[Any]:
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 760})
+            page.set_default_timeout(30_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def cancelled_total(server: ServerProcess) -> float:
+    resp = httpx.get(
+        server.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"}, timeout=10
+    )
+    resp.raise_for_status()
+    return metric(resp.text, "genai_requests_cancelled_total")
+
+
+def send(page: Any, text: str) -> Any:
+    page.fill("#prompt", text)
+    page.click("#send")
+    return page.locator(".message.assistant").last
+
+
+def test_playground_streams_measures_and_stops(
+    server: ServerProcess, page: Any, tmp_path: Path
+) -> None:
+    expect = sync_api.expect
+    page_errors: list[str] = []
+    page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+    page.goto(server.url + "/")
+
+    # No key yet: the model list is refused, and the page says what to do.
+    expect(page.locator("#status")).to_contain_text("fill in the API key")
+    page.fill("#api-key", KEY)
+    page.press("#api-key", "Tab")  # "change": kept, and the models are listed again
+    expect(page.locator("#model option")).to_have_text(["onnx-genai"])
+    expect(page.locator("#status")).to_have_text("")
+    assert page.evaluate("localStorage.getItem('genai-playground.api-key')") == KEY
+
+    # A short answer: its text, then the metrics of its last chunk (TTFT, TPOT, tokens/s).
+    page.fill("#temperature", "0")
+    page.fill("#max-tokens", "48")
+    answer = send(page, "Hello!")
+    expect(answer).to_have_attribute("data-outcome", "done")
+    assert answer.locator(".content").inner_text().strip()
+    stats = answer.locator(".stats")
+    expect(stats).to_have_text(re.compile(r"TTFT [\d.]+ ms · TPOT [\d.]+ ms · [\d.]+ tokens/s"))
+    ttft, tpot = float(stats.get_attribute("data-ttft")), float(stats.get_attribute("data-tpot"))
+    assert 0 < ttft < 30 and 0 <= tpot < 5, (ttft, tpot)
+    assert answer.get_attribute("data-request-id")
+    shots = [tmp_path / "playground-answer.png", tmp_path / "playground-stopped.png"]
+    page.screenshot(path=str(shots[0]))
+
+    # A long answer (EOS suppressed), stopped as soon as its text shows: the stream closes and
+    # the server cancels the generation. The demo model writes 1,500 tokens in about a second,
+    # so on a busy machine the answer can end before the click lands: then it is sent again.
+    page.fill("#max-tokens", "1500")  # with the history, within the demo model's 2,048
+    page.fill("#min-tokens", "1500")
+    outcomes: list[str | None] = []
+    cancelled = False
+    while not cancelled and len(outcomes) < 3:
+        if outcomes:
+            page.click("#clear")  # a new chat, so the history stays short
+        before = cancelled_total(server)
+        answer = send(page, "Tell me a long story.")
+        page.wait_for_function(
+            f"() => {{ const a = {LAST_ANSWER}; return a.dataset.outcome || "
+            "(a.classList.contains('streaming') && a.querySelector('.content').textContent); }"
+        )
+        page.click("#stop", force=True)  # no waiting for actionability: every ms counts
+        expect(answer).to_have_attribute("data-outcome", re.compile("."))
+        outcomes.append(answer.get_attribute("data-outcome"))
+        if outcomes[-1] == "stopped":
+            expect(answer.locator(".stats")).to_contain_text("stopped after")
+            deadline = time.monotonic() + 10
+            while not cancelled and time.monotonic() < deadline:
+                cancelled = cancelled_total(server) > before
+                time.sleep(0.1)
+    status = page.locator("#status").inner_text()
+    assert cancelled, f"no long answer was stopped before it ended: {outcomes}, {status}"
+
+    page.screenshot(path=str(shots[1]))
+    print(f"playground screenshots: {', '.join(map(str, shots))} (long answers: {outcomes})")
+    assert not page_errors, page_errors
