@@ -44,6 +44,7 @@ def service_config(settings: Settings) -> ServiceConfig:
             path=model.model_dir,
             name=model.model_name,
             device=model.device,
+            variant=model.model_variant,
             intra_op_threads=model.intra_op_threads,
             max_length=model.max_length,
             scheduler=model.scheduler,

@@ -4,6 +4,7 @@ the address, then run uvicorn.
     python main_genai.py                      # the embedded demo model on 127.0.0.1:8002
     python main_genai.py --model-dir /models/phi3 --device cuda --port 9000
     python main_genai.py --help               # every setting, its env name and default
+    python main_genai.py export SOURCE --out DIR   # a Hugging Face model to a GenAI folder
 
 Start-up problems print one clear line and exit with status 2 (no traceback).
 """
@@ -60,9 +61,11 @@ def warn_unknown_env() -> None:
 def preflight(settings: Settings) -> None:
     """Fail fast, before binding a port, on what would make loading fail."""
     model = settings.model
-    folder = inspect_model_folder(model.model_dir)
     og = import_og()
     choice = select_provider(model.device, detect_available(og))
+    folder = inspect_model_folder(
+        model.model_dir, provider=choice.name, variant=model.model_variant
+    )
     resolve_max_length(model.max_length, folder.context_length)
     log.info(
         "model folder %s looks valid; provider %s (%s)", folder.path, choice.name, choice.reason
@@ -154,6 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["export"]:  # a subcommand with its own flags, not the server's
+        from backends.export import main as export_main
+
+        return export_main(args[1:])
     overrides = parse_args(argv)
     try:
         settings = load_settings(overrides)

@@ -1,27 +1,52 @@
-"""Check a GenAI model folder before onnxruntime-genai sees it, with messages one can act on."""
+"""Check a GenAI model folder before onnxruntime-genai sees it, with messages one can act on.
+
+Besides a builder-made folder (genai_config.json at the top) it takes the layouts models come
+in from the hub: a repo of variant subfolders (one is chosen for the execution provider), and
+an ONNX export with no genai_config.json (one is inferred and written to a cache folder).
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from backends.errors import StartupError
+from backends.folder_variants import (
+    choose,
+    file_candidate,
+    find_onnx_files,
+    find_variant_folders,
+    folder_candidate,
+)
+from backends.infer_config import (
+    CannotInfer,
+    infer_genai_config,
+    read_hf_files,
+    write_inferred_folder,
+)
+from backends.onnx_graph import GraphReadError, read_graph_io
+
+log = logging.getLogger("genai.model")
 
 VALID_FOLDER = (
     "A GenAI model folder holds genai_config.json, the ONNX model it names (model.onnx, "
-    "often with model.onnx.data) and tokenizer files (tokenizer.json, tokenizer_config.json). "
-    "Export one with: python -m onnxruntime_genai.models.builder -m <hf-model> -o <dir> "
-    "-p int4 -e cpu"
+    "often with model.onnx.data) and tokenizer files (tokenizer.json, tokenizer_config.json); "
+    "a repo of such folders (one per variant) or a decoder-only ONNX export with past key "
+    "values, config.json and tokenizer files also serve. "
+    "Export one with: python main_genai.py export <hf-folder-or-id> --out <dir>"
 )
 
 
 @dataclass(frozen=True)
 class ModelFolder:
-    path: Path
+    path: Path  # the folder onnxruntime-genai loads
     config: dict[str, Any]
+    source: Path | None = None  # the folder the user named, when it is not ``path``
+    origin: str = ""  # how ``path`` was found from ``source`` (variant, inferred config)
 
     @property
     def context_length(self) -> int:
@@ -112,12 +137,115 @@ class ModelFolder:
         return tuple(sorted(found, key=len, reverse=True))
 
 
-def inspect_model_folder(path: Path) -> ModelFolder:
-    """Validate the folder; raise :class:`StartupError` naming the missing piece."""
+def inspect_model_folder(
+    path: Path,
+    *,
+    provider: str | None = None,
+    variant: str | None = None,
+    cache_dir: Path | None = None,
+) -> ModelFolder:
+    """Validate the folder; raise :class:`StartupError` naming the missing piece.
+
+    ``path`` may also be a repo of variant subfolders (the one for ``provider`` is chosen,
+    or the one ``variant`` names) or an ONNX export without genai_config.json (one is inferred
+    into ``cache_dir``). ``provider`` is the execution provider's device name (``cpu``,
+    ``cuda``, ...); None: the one ``auto`` picks."""
     if not path.exists():
         raise StartupError(f"Model directory {path} does not exist. {VALID_FOLDER}")
     if not path.is_dir():
         raise StartupError(f"Model path {path} is not a directory. {VALID_FOLDER}")
+    if (path / "genai_config.json").is_file():
+        if variant:
+            log.warning("GENAI_MODEL_VARIANT=%s ignored: %s has a genai_config.json", variant, path)
+        return _inspect_genai_folder(path)
+    folders = find_variant_folders(path)
+    if folders:
+        candidates = [folder_candidate(path, f) for f in folders]
+        chosen, why = choose(candidates, provider or _auto_provider(), variant, path, "variants")
+        log.info("model variant %s in %s: %s", chosen.rel, path, why)
+        folder = _inspect_genai_folder(path / chosen.rel)
+        return replace(folder, source=path, origin=f"variant {chosen.rel} ({why})")
+    files = find_onnx_files(path)
+    if files:
+        return _infer_folder(path, files, provider, variant, cache_dir)
+    raise StartupError(
+        f"{path} has no genai_config.json, no variant subfolder with one, and no ONNX model "
+        f"(*.onnx or onnx/*.onnx) to infer one from. {VALID_FOLDER}"
+    )
+
+
+def _auto_provider() -> str:
+    """The provider ``auto`` picks, for callers that did not say (no import, no accelerator:
+    CPU)."""
+    from backends.providers import detect_available, select_provider
+
+    try:
+        import onnxruntime_genai as og
+    except ImportError:
+        return "cpu"
+    return select_provider("auto", detect_available(og)).name
+
+
+_NOT_DECODERS = ("encoder", "vision", "audio", "embed_tokens", "speech")
+
+
+def _infer_folder(
+    path: Path,
+    files: list[Path],
+    provider: str | None,
+    variant: str | None,
+    cache_dir: Path | None,
+) -> ModelFolder:
+    def refuse(why: str) -> StartupError:
+        return StartupError(
+            f"{path} has no genai_config.json, and none can be inferred: {why}. {VALID_FOLDER}"
+        )
+
+    parts = [f for f in files if any(word in f.stem.lower() for word in _NOT_DECODERS)]
+    if parts:
+        names = ", ".join(f.relative_to(path).as_posix() for f in parts)
+        kind = (
+            "an encoder-decoder"
+            if any("encoder" in f.stem.lower() for f in parts)
+            else "a multi-part"
+        )
+        raise refuse(
+            f"it holds {kind} model ({names}); only decoder-only language models are served "
+            "from an export without genai_config.json"
+        )
+    candidates = [file_candidate(path, f) for f in files]
+    chosen, why = choose(candidates, provider or _auto_provider(), variant, path, "ONNX files")
+    model_file = path / chosen.rel
+    # The Hugging Face files sit at the top of the repo (transformers.js) or beside the model.
+    hf_dir = path
+    if not any((path / n).is_file() for n in ("config.json", "tokenizer.json")):
+        hf_dir = model_file.parent
+    try:
+        hf = read_hf_files(hf_dir)
+        graph = read_graph_io(model_file)
+        config = infer_genai_config(graph, hf, chosen.rel)
+        folder_path, reused = write_inferred_folder(hf_dir, model_file, config, cache_dir)
+    except GraphReadError as exc:
+        raise refuse(f"{chosen.rel} is not a readable ONNX model ({exc})") from None
+    except CannotInfer as exc:
+        raise refuse(str(exc)) from None
+    log.info(
+        "%s has no genai_config.json: serving %s (%s); config inferred from its graph and %s, "
+        "%s %s",
+        path,
+        chosen.rel,
+        why,
+        ", ".join(hf.present) or "no Hugging Face files",
+        "reusing" if reused else "written to",
+        folder_path,
+    )
+    folder = _inspect_genai_folder(folder_path)
+    origin = f"{chosen.rel} with an inferred genai_config.json in {folder_path} ({why})"
+    return replace(folder, source=path, origin=origin)
+
+
+def _inspect_genai_folder(path: Path) -> ModelFolder:
+    """A folder with a genai_config.json: the files it names are there and it parses."""
     cfg_path = path / "genai_config.json"
     if not cfg_path.is_file():
         raise StartupError(f"{path} has no genai_config.json. {VALID_FOLDER}")

@@ -111,9 +111,10 @@ def resolve_max_length(requested: int | None, context_length: int) -> int:
 
 
 def load_model(cfg: ModelConfig) -> LoadedModel:
-    folder = inspect_model_folder(cfg.path)
     og = import_og()
     choice = select_provider(cfg.device, detect_available(og))
+    # A hub repo's variant is chosen for the provider (or the one pinned).
+    folder = inspect_model_folder(cfg.path, provider=choice.name, variant=cfg.variant)
     log.info("execution provider: %s (%s)", choice.name, choice.reason)
     max_length = resolve_max_length(cfg.max_length, folder.context_length)
     threads = cfg.intra_op_threads or usable_cpus()

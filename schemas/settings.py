@@ -68,6 +68,14 @@ class ModelSettings(BaseSettings):
     model_dir: Path = _setting(
         DEMO_MODEL_DIR, "GENAI_MODEL_DIR", "model_dir", "Model folder (genai_config.json, ...)."
     )
+    model_variant: str | None = _setting(
+        None,
+        "GENAI_MODEL_VARIANT",
+        "model_variant",
+        "In a hub-layout model folder, the variant subfolder or ONNX file to serve (its path "
+        "in the folder, or its last part, e.g. cuda/cuda-fp16 or model_q4); unset: the one "
+        "made for the execution provider.",
+    )
     model_name: str = _setting(
         "onnx-genai",
         "GENAI_MODEL_NAME",
