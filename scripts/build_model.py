@@ -191,9 +191,15 @@ def run_builder(
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if quiet else None)
 
 
-def build(
-    shape: str, precision: str, out: Path, seed: int, init_range: float, arch: str = "llama"
+def make_hf_folder(
+    hf_dir: Path,
+    shape: str = "demo",
+    seed: int = 1234,
+    init_range: float = 0.2,
+    arch: str = "llama",
 ) -> None:
+    """Write the random-init Hugging Face model and the locally trained tokenizer (with the
+    chat template) into ``hf_dir``: the builder's input. Same arguments, same weights."""
     import torch
     import transformers
     from transformers import AutoTokenizer
@@ -202,36 +208,42 @@ def build(
     model_cls = getattr(transformers, ARCHS[arch][1])
 
     params = dict(SHAPES[shape])
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    train_tokenizer(params["vocab_size"], hf_dir)
+    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    # The engine indexes logits by token id: vocabulary sizes must agree exactly.
+    params["vocab_size"] = len(tokenizer)
+    torch.manual_seed(seed)
+    kwargs: dict[str, object] = {
+        **params,
+        "tie_word_embeddings": True,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "initializer_range": init_range,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    kwargs.update(arch_config_kwargs(arch, params))
+    config = config_cls(**kwargs)
+    model = model_cls(config).eval()
+    # transformers initializes biases to zero, and the builder leaves all-zero biases out
+    # of the export: draw them like the weights so that the graph keeps its bias Add
+    # (Qwen2's q/k/v). Architectures without biases (Llama) are unchanged.
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(".bias"):
+                param.normal_(0.0, init_range)
+    model.save_pretrained(hf_dir)
+    tokenizer.save_pretrained(hf_dir)
+
+
+def build(
+    shape: str, precision: str, out: Path, seed: int, init_range: float, arch: str = "llama"
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = Path(tmp) / "hf"
-        hf_dir.mkdir()
-        train_tokenizer(params["vocab_size"], hf_dir)
-        tokenizer = AutoTokenizer.from_pretrained(hf_dir)
-        # The engine indexes logits by token id: vocabulary sizes must agree exactly.
-        params["vocab_size"] = len(tokenizer)
-        torch.manual_seed(seed)
-        kwargs: dict[str, object] = {
-            **params,
-            "tie_word_embeddings": True,
-            "rms_norm_eps": 1e-5,
-            "rope_theta": 10000.0,
-            "initializer_range": init_range,
-            "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-        }
-        kwargs.update(arch_config_kwargs(arch, params))
-        config = config_cls(**kwargs)
-        model = model_cls(config).eval()
-        # transformers initializes biases to zero, and the builder leaves all-zero biases out
-        # of the export: draw them like the weights so that the graph keeps its bias Add
-        # (Qwen2's q/k/v). Architectures without biases (Llama) are unchanged.
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                if name.endswith(".bias"):
-                    param.normal_(0.0, init_range)
-        model.save_pretrained(hf_dir)
-        tokenizer.save_pretrained(hf_dir)
+        make_hf_folder(hf_dir, shape, seed, init_range, arch)
 
         out.mkdir(parents=True, exist_ok=True)
         extra = ["int4_accuracy_level=4"] if precision == "int4" else []
