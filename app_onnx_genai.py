@@ -1,7 +1,8 @@
 """The FastAPI app: ``create_app(settings)``, its lifespan and the routers it mounts.
 
-The model is loaded in the lifespan (never at import) by an :class:`InferenceService` kept on
-``app.state``; routes reach it through the ``ServiceDep`` dependency (routes/deps.py).
+The models are loaded in the lifespan (never at import), each by its own
+:class:`InferenceService`, all kept in a :class:`ModelRegistry` on ``app.state``; routes reach
+it through the ``ServiceDep`` dependency (routes/deps.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from backends.config import Limits, ModelConfig, ServiceConfig
+from backends.registry import ModelRegistry
 from backends.service import InferenceService
 from metrics.prometheus import ServerMetrics
 from routes import admin, anthropic, generate, native, openai, ops, responses, tokenizer
@@ -21,6 +22,7 @@ from routes.auth import install_auth_and_cors
 from routes.body_limit import BodyLimitMiddleware
 from routes.errors import install_error_handlers
 from routes.middleware import RequestIdMiddleware
+from routes.model_configs import service_configs
 from routes.sse import document_event_schemas
 from routes.web import mount_page
 from schemas.native import StreamDone, StreamToken
@@ -36,43 +38,15 @@ MIB = 1024 * 1024
 STREAM_EVENTS = (ChatCompletionChunk, Completion, StreamToken, StreamDone, *RESPONSE_STREAM_EVENTS)
 
 
-def service_config(settings: Settings) -> ServiceConfig:
-    """The backend's configuration, from the model settings and the server's limits."""
-    model, server = settings.model, settings.server
-    return ServiceConfig(
-        model=ModelConfig(
-            path=model.model_dir,
-            name=model.model_name,
-            device=model.device,
-            variant=model.model_variant,
-            intra_op_threads=model.intra_op_threads,
-            max_length=model.max_length,
-            scheduler=model.scheduler,
-            prefill_chunk=model.prefill_chunk,
-            cache_sequences=model.cache_sequences,
-            kv_cache_mib=model.kv_cache_mib,
-            tool_parser=model.tool_parser,
-            reasoning_parser=model.reasoning_parser,
-        ),
-        limits=Limits(
-            max_concurrency=server.max_concurrency,
-            max_queue=server.max_queue,
-            request_timeout=server.request_timeout,
-            default_max_tokens=server.default_max_tokens,
-        ),
-    )
-
-
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    service: InferenceService = app.state.service
+    models: ModelRegistry = app.state.service
 
     async def load() -> None:
         try:
-            await service.start()
-            log.info("model ready: %s on %s", service.model_dir, service.device)
-        except Exception as exc:  # /healthz reports "error"; the message is in the log
-            log.error("model failed to load: %s", exc)
+            await models.start()
+        except Exception:  # /healthz reports "error"; the registry logged why
+            pass
 
     # Load in the background so /healthz can answer "loading" meanwhile.
     loading = asyncio.create_task(load())
@@ -81,26 +55,30 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         if not loading.done():
             loading.cancel()
-        await service.stop()
+        await models.stop()
 
 
 def create_app(
-    settings: Settings | None = None, service: InferenceService | None = None
+    settings: Settings | None = None, service: InferenceService | ModelRegistry | None = None
 ) -> FastAPI:
+    """The app for ``settings``; ``service`` (a model's core, or several) replaces the
+    models the settings name (tests)."""
     settings = settings or Settings.load()
     app = FastAPI(
         title="ONNX Runtime GenAI server",
         version="0.1.0",
-        description="Serves an onnxruntime-genai model over HTTP, with per-request timing.",
+        description="Serves onnxruntime-genai models over HTTP, with per-request timing.",
         lifespan=lifespan,
     )
-    service = service or InferenceService(service_config(settings))
-    metrics = ServerMetrics(
-        running=lambda: service.stats().running, waiting=lambda: service.stats().waiting
-    )
-    service.observer = metrics
+    metrics = ServerMetrics()
+    if isinstance(service, ModelRegistry):
+        models = service
+    elif service is not None:
+        models = ModelRegistry([service], metrics)
+    else:
+        models = ModelRegistry.from_configs(service_configs(settings), metrics)
     app.state.settings = settings
-    app.state.service = service
+    app.state.service = models
     app.state.metrics = metrics
     install_error_handlers(app)
     app.include_router(native.router)

@@ -27,8 +27,9 @@ from pydantic import SecretStr, ValidationError
 from backends.errors import StartupError
 from backends.model_folder import inspect_model_folder
 from backends.providers import detect_available, select_provider
-from backends.runtime import import_og, resolve_max_length
-from backends.service import InferenceService
+from backends.registry import ModelRegistry
+from backends.runtime import check_adapters, import_og, resolve_max_length
+from routes.model_configs import service_configs
 from routes.slow_clients import server_options
 from schemas.cli import parse_args
 from schemas.settings import PARTS, Settings, env_name, unknown_env_names
@@ -59,17 +60,21 @@ def warn_unknown_env() -> None:
 
 
 def preflight(settings: Settings) -> None:
-    """Fail fast, before binding a port, on what would make loading fail."""
-    model = settings.model
+    """Fail fast, before binding a port, on what would make loading fail (every model)."""
     og = import_og()
-    choice = select_provider(model.device, detect_available(og))
-    folder = inspect_model_folder(
-        model.model_dir, provider=choice.name, variant=model.model_variant
-    )
-    resolve_max_length(model.max_length, folder.context_length)
-    log.info(
-        "model folder %s looks valid; provider %s (%s)", folder.path, choice.name, choice.reason
-    )
+    for config in service_configs(settings):
+        model = config.model
+        choice = select_provider(model.device, detect_available(og))
+        folder = inspect_model_folder(model.path, provider=choice.name, variant=model.variant)
+        resolve_max_length(model.max_length, folder.context_length)
+        check_adapters(model)
+        log.info(
+            "model %r: folder %s looks valid; provider %s (%s)",
+            model.name,
+            folder.path,
+            choice.name,
+            choice.reason,
+        )
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -102,7 +107,7 @@ class DrainingServer(uvicorn.Server):
     in-flight requests finish for up to ``shutdown_timeout`` s, cancel the rest, then exit.
     A second signal exits at once."""
 
-    def __init__(self, config: uvicorn.Config, service: InferenceService, timeout: float):
+    def __init__(self, config: uvicorn.Config, service: ModelRegistry, timeout: float):
         super().__init__(config)
         self.service = service
         self.shutdown_timeout = timeout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -26,6 +27,7 @@ class ModelConfig:
     kv_cache_mib: float | None = 1024.0  # batch strategy: KV memory; None: all max_length
     tool_parser: str = "auto"  # "auto" (from the template), "none", or a parser's name
     reasoning_parser: str = "auto"  # likewise
+    adapters: Mapping[str, Path] = field(default_factory=dict)  # LoRA: served name -> file
 
 
 @dataclass(frozen=True)

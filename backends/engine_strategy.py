@@ -58,6 +58,10 @@ class EngineStrategy:
         }
 
     def unsupported(self, p: GenerationParams) -> str | None:
+        if p.adapter is not None:
+            return "adapter"  # the Engine has no adapter API (0.18)
+        if p.num_beams > 1:
+            return "num_beams"
         if p.presence_penalty:
             return "presence_penalty"
         if p.frequency_penalty:

@@ -37,6 +37,7 @@ class _Seq:
     kv_len: int = 0  # how many of ``tokens`` the KV cache holds
     counts: Counter[int] = field(default_factory=Counter)
     min_length: int = 0  # the Generator's own (native) EOS suppression, as a total length
+    steps: int = 0  # beam search: search steps taken
 
 
 # Room left for a later turn in a reusable sequence. The KV cache is allocated for the whole
@@ -51,12 +52,20 @@ def reuse_capacity(needed: int, max_length: int) -> int:
 
 
 def reuse_key(params: GenerationParams) -> Hashable | None:
-    """Search options are fixed when a Generator is made: reuse only an identical setup."""
+    """Search options and the adapter are fixed when a Generator is made: reuse only an
+    identical setup (so a prefix is never shared across adapters, or with the base model)."""
     if params.seed is not None or params.guidance is not None:
         return None
     if params.greedy:
-        return ("greedy", params.repetition_penalty)
-    return ("sample", params.temperature, params.top_p, params.top_k, params.repetition_penalty)
+        return ("greedy", params.adapter, params.repetition_penalty)
+    return (
+        "sample",
+        params.adapter,
+        params.temperature,
+        params.top_p,
+        params.top_k,
+        params.repetition_penalty,
+    )
 
 
 class GeneratorStrategy:
@@ -66,6 +75,8 @@ class GeneratorStrategy:
         self.model = model
         self.max_length = model.max_length
         self.og_model = model.model  # the weights load here, at start, not at the first request
+        if model.adapter_files:
+            model.adapters  # noqa: B018 -- and the adapters: a bad file stops the start
         self.prefill_chunk = prefill_chunk
         self.cache: PrefixCache[Any] = PrefixCache(cache_size, min_match=1)
         self._active: list[_Seq] = []
@@ -83,7 +94,8 @@ class GeneratorStrategy:
         prompt = job.prompt_ids
         needed = len(prompt) + p.max_new_tokens
         wanted_min = len(prompt) + p.min_new_tokens if p.min_new_tokens else 0
-        key = reuse_key(p) if self.cache.size > 0 else None
+        beams = p.num_beams > 1
+        key = reuse_key(p) if self.cache.size > 0 and not beams else None
         hit = (
             self.cache.take(key, prompt, needed, max_min_length=max(wanted_min, len(prompt)))
             if key is not None
@@ -108,7 +120,7 @@ class GeneratorStrategy:
             )
         else:
             capacity = reuse_capacity(needed, self.model.max_length) if key is not None else needed
-            gen = self._new_generator(p, capacity, wanted_min)
+            gen = self._new_generator(p, capacity, wanted_min, returns=1 + len(job.followers))
             seq = _Seq(job, gen, stream, list(prompt), capacity, key, min_length=wanted_min)
         if self._profile_prefix:
             gen.set_runtime_option("enable_profiling", self._profile_prefix)
@@ -138,10 +150,19 @@ class GeneratorStrategy:
         self.cache.clear()
 
     # ---- internals -----------------------------------------------------------------------
-    def _new_generator(self, p: GenerationParams, capacity: int, min_length: int) -> Any:
+    def _new_generator(
+        self, p: GenerationParams, capacity: int, min_length: int, returns: int = 1
+    ) -> Any:
         og = self.model.og
         params = og.GeneratorParams(self.og_model)
         options: dict[str, Any] = {"max_length": capacity, "do_sample": not p.greedy}
+        if p.num_beams > 1:
+            options.update(
+                num_beams=p.num_beams,
+                num_return_sequences=returns,
+                length_penalty=p.length_penalty,
+                early_stopping=p.early_stopping,
+            )
         if min_length:
             # Native EOS suppression: no per-step logits round trip for min_tokens.
             options["min_length"] = min_length
@@ -154,9 +175,15 @@ class GeneratorStrategy:
         params.set_search_options(**options)
         if p.guidance is not None:
             params.set_guidance(*p.guidance)
-        return og.Generator(self.og_model, params)
+        generator = og.Generator(self.og_model, params)
+        if p.adapter is not None:
+            generator.set_active_adapter(self.model.adapters, p.adapter)
+        return generator
 
     def _step(self, seq: _Seq) -> None:
+        if seq.job.params.num_beams > 1:
+            self._beam_step(seq)
+            return
         if seq.pending:
             chunk = seq.pending[: self.prefill_chunk]
             del seq.pending[: self.prefill_chunk]
@@ -197,6 +224,35 @@ class GeneratorStrategy:
             self._finish(seq, "stop")
         elif seq.job.generated >= p.max_new_tokens or seq.gen.is_done():
             self._finish(seq, "length")
+
+    def _beam_step(self, seq: _Seq) -> None:
+        """Beam search: the prompt in one piece, then one search step per scheduler step;
+        when the search ends, each returned beam goes to its choice's job."""
+        if seq.pending:
+            seq.gen.append_tokens(np.asarray(seq.pending, dtype=np.int32))
+            seq.pending = []
+            return
+        seq.gen.generate_next_token()
+        seq.steps += 1
+        if seq.steps < seq.job.params.max_new_tokens and not seq.gen.is_done():
+            return
+        self._active.remove(seq)
+        prompt_length = len(seq.job.prompt_ids)
+        for i, job in enumerate(seq.job.followers):
+            self._hand_over(job, seq.gen.get_sequence(i + 1)[prompt_length:])
+        self._hand_over(seq.job, seq.gen.get_sequence(0)[prompt_length:])
+
+    def _hand_over(self, job: Job, tokens: Any) -> None:
+        """A returned beam to its job, token by token (stop strings apply as usual)."""
+        stream = self.model.tokenizer.create_stream()
+        for token in (int(t) for t in tokens[: job.params.max_new_tokens]):
+            if token in self.model.eos_token_ids:
+                job.finish("stop")
+                return
+            if job.emit(TokenEvent(token, self.model.token_text(stream, token))):
+                job.finish("stop")
+                return
+        job.finish("length")
 
     def _token_text(self, token: int) -> str:
         return str(self.model.tokenizer.decode(np.asarray([token], dtype=np.int32)))

@@ -108,12 +108,16 @@ def check_prompt_size(
     return chars
 
 
-def choice_params(request: GenerationRequest, choice: int, max_new_tokens: int) -> GenerationParams:
+def choice_params(
+    request: GenerationRequest, choice: int, max_new_tokens: int, adapter: str | None = None
+) -> GenerationParams:
     """Choice ``choice``'s parameters: seeded requests give choice i the seed ``seed + i``."""
     sampling = request.sampling
     seed = None if sampling.seed is None else (sampling.seed + choice) % (SEED_MAX + 1)
     fields = {f.name: getattr(sampling, f.name) for f in dataclasses.fields(sampling)}
-    return GenerationParams(**{**fields, "seed": seed}, max_new_tokens=max_new_tokens)
+    return GenerationParams(
+        **{**fields, "seed": seed}, max_new_tokens=max_new_tokens, adapter=adapter
+    )
 
 
 def check_vocabulary(model: LoadedModel, request: GenerationRequest) -> None:
@@ -164,10 +168,42 @@ def check_guidance(request: GenerationRequest) -> None:
         raise InvalidRequest(f"The {kind.replace('_', ' ')} cannot be used: {reason}", param=param)
 
 
+_WHAT = {"adapter": "A LoRA adapter", "num_beams": "Beam search"}
+
+
 def refuse_unsupported(strategy_name: str, param: str | None, request: GenerationRequest) -> None:
     if param is not None:
+        what = _WHAT.get(param, param)
         raise InvalidRequest(
-            f"{param} is not supported by the {strategy_name!r} scheduler serving this model "
+            f"{what} is not supported by the {strategy_name!r} scheduler serving this model "
             "(GENAI_SCHEDULER=generator supports it).",
             param=request.param(param),
         )
+
+
+def check_beams(request: GenerationRequest) -> None:
+    """Beam search returns the ``n`` best of ``num_beams`` deterministic beams: what would
+    change the scores of single tokens, or sample, cannot be combined with it."""
+    s = request.sampling
+    if s.num_beams <= 1:
+        return
+    beams = request.param("num_beams")
+    if request.n > s.num_beams:
+        raise InvalidRequest(
+            f"n ({request.n}) is more than the {s.num_beams} beams searched.",
+            param=request.param("beam_width"),
+        )
+    refused = {
+        "temperature": not s.greedy,
+        "guidance": s.guidance is not None,
+        "logprobs": s.logprobs or s.top_logprobs > 0,
+        "presence_penalty": s.presence_penalty != 0,
+        "frequency_penalty": s.frequency_penalty != 0,
+        "logit_bias": bool(s.logit_bias),
+    }
+    for field_name, used in refused.items():
+        if used:
+            raise InvalidRequest(
+                f"{request.param(field_name)} cannot be combined with {beams}.",
+                param=request.param(field_name),
+            )

@@ -86,7 +86,13 @@ class GenerationRequest:
             return self.param_names[name]
         if name == "prompt" and isinstance(self.prompts[0], ChatPrompt):
             return "messages"
-        return {"guidance": "response_format"}.get(name, name)
+        defaults = {
+            "guidance": "response_format",
+            "adapter": "model",
+            "num_beams": "use_beam_search",
+            "beam_width": "best_of",
+        }
+        return defaults.get(name, name)
 
 
 def json_schema_guidance(schema: Mapping[str, Any] | None) -> tuple[GuidanceKind, str]:

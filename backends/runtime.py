@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from backends.config import ModelConfig
@@ -65,6 +67,7 @@ class LoadedModel:
     tool_parser: ToolParser | None = None  # how this model writes tool calls
     reasoning_parser: ReasoningParser | None = None  # how it writes its thinking, if it does
     kept_tokens: dict[int, str] = field(default_factory=dict)  # special tokens kept as text
+    adapter_files: Mapping[str, Path] = field(default_factory=dict)  # LoRA: name -> file
 
     def token_text(self, stream: Any, token: int) -> str:
         """A generated token's text: the tokenizer stream's, or for the tool-call and reasoning
@@ -81,6 +84,19 @@ class LoadedModel:
             raise StartupError(
                 f"onnxruntime-genai could not load {self.folder.path}: {exc}"
             ) from None
+
+    @cached_property
+    def adapters(self) -> Any:
+        """og.Adapters with every configured LoRA adapter loaded; call on the owner thread."""
+        adapters = self.og.Adapters(self.model)
+        for name, path in self.adapter_files.items():
+            try:
+                adapters.load(str(path), name)
+            except Exception as exc:  # onnxruntime-genai reports through RuntimeError
+                raise StartupError(
+                    f"The LoRA adapter {name!r} ({path}) did not load: {exc}"
+                ) from None
+        return adapters
 
     @property
     def vocab_size(self) -> int:
@@ -110,6 +126,12 @@ def resolve_max_length(requested: int | None, context_length: int) -> int:
     return requested
 
 
+def check_adapters(cfg: ModelConfig) -> None:
+    missing = [f"{name} ({path})" for name, path in cfg.adapters.items() if not path.is_file()]
+    if missing:
+        raise StartupError(f"{cfg.name}: LoRA adapter files not found: {', '.join(missing)}")
+
+
 def load_model(cfg: ModelConfig) -> LoadedModel:
     og = import_og()
     choice = select_provider(cfg.device, detect_available(og))
@@ -136,7 +158,9 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
         max_length,
         threads if choice.name == "cpu" else "provider default",
     )
+    check_adapters(cfg)
     model = LoadedModel(og, config, tokenizer, folder, choice, max_length, eos, threads)
+    model.adapter_files = dict(cfg.adapters)
     choose_parsers(model, cfg)
     return model
 

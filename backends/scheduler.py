@@ -52,6 +52,9 @@ class Job:
     generated: int = 0
     cached_tokens: int = 0
     done: bool = False
+    # Beam search: the jobs of the request's other returned beams. Only this job is
+    # scheduled; the strategy hands each follower its beam when the search ends.
+    followers: list[Job] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._text = VisibleText(self.stops)
@@ -76,6 +79,9 @@ class Job:
         queued = (self.started_at or time.perf_counter()) - self.enqueued_at
         usage = Usage(len(self.prompt_ids), self.generated, self.cached_tokens)
         self.sink(FinishEvent(reason, usage, error, queue_time=queued))
+        for follower in self.followers:  # ended with this one (cancelled, timed out, failed)
+            follower.started_at = self.started_at
+            follower.finish(reason, error)
 
 
 class Strategy(Protocol):

@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-import numpy as np
-
 from backends.config import ServiceConfig
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
 from backends.handle import Choice, FinishedChoice, OutputParsers, RequestHandle
 from backends.planning import (
+    check_beams,
     check_guidance,
     check_prompt_size,
     check_vocabulary,
@@ -67,6 +66,7 @@ class RequestStats:
     prompt_tokens: int
     generated_tokens: int
     age_seconds: float
+    model: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ def strategy_factory(config: ServiceConfig) -> Callable[[LoadedModel], Strategy]
 
     def make(model: LoadedModel) -> Strategy:
         name = model_cfg.scheduler
-        if name == "auto":
-            name = "engine" if model.dynamic_batching else "generator"
+        if name == "auto":  # adapters: only the generator applies them
+            name = "engine" if model.dynamic_batching and not model.adapter_files else "generator"
         if name == "batch":
             from backends.batch.decoder import UnsupportedModel
             from backends.batch.strategy import BatchStrategy
@@ -110,6 +110,23 @@ def strategy_factory(config: ServiceConfig) -> Callable[[LoadedModel], Strategy]
         )
 
     return make
+
+
+def decode(model: LoadedModel, token_ids: Sequence[int]) -> str:
+    """Token ids to text as generation decodes them: through a tokenizer stream.
+    (``Tokenizer.decode`` of a whole sequence stopped at the first byte token that is not
+    valid UTF-8 on its own, silently dropping the rest.)"""
+    stream = model.tokenizer.create_stream()
+    return "".join(str(stream.decode(int(t))) for t in token_ids)
+
+
+def beam_leads(jobs: list[Job], n: int) -> list[Job]:
+    """Beam search: one search per prompt returns its ``n`` choices; the first choice's job
+    runs it and carries the others as followers."""
+    leads = jobs[::n]
+    for i, lead in enumerate(leads):
+        lead.followers = jobs[i * n + 1 : (i + 1) * n]
+    return leads
 
 
 def _let_loop_deliver(loop: asyncio.AbstractEventLoop, timeout: float = 0.005) -> None:
@@ -190,6 +207,15 @@ class InferenceService:
         return self.config.model.name
 
     @property
+    def adapter_names(self) -> tuple[str, ...]:
+        """LoRA adapters requests may name instead of the model (each applied to it)."""
+        return tuple(self.config.model.adapters)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.model_name, *self.adapter_names)
+
+    @property
     def model_dir(self) -> Path:
         return self.config.model.path
 
@@ -235,9 +261,10 @@ class InferenceService:
 
     # ---- requests ------------------------------------------------------------------------
     def check_model(self, name: str | None) -> None:
-        if name is not None and name != self.model_name:
+        if name is not None and name not in self.names:
+            served = ", ".join(repr(n) for n in self.names)
             raise ModelNotFound(
-                f"The model {name!r} does not exist; this server serves {self.model_name!r}.",
+                f"The model {name!r} does not exist; this server serves {served}.",
                 param="model",
             )
 
@@ -249,6 +276,7 @@ class InferenceService:
         self._admit(request.choice_count)
         model, strategy = self._loaded()
         request = apply_tools(model, request)
+        check_beams(request)
         chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
         if request.sampling.guidance is not None:
             await asyncio.to_thread(check_guidance, request)
@@ -310,8 +338,7 @@ class InferenceService:
             raise InvalidRequest(
                 f"Token ids outside the vocabulary (0..{vocab - 1}): {bad[:10]}", param="tokens"
             )
-        ids = np.asarray(token_ids, dtype=np.int32)
-        future = self._scheduler.call(lambda m: str(m.tokenizer.decode(ids)) if len(ids) else "")
+        future = self._scheduler.call(lambda m: decode(m, token_ids))
         text: str = await asyncio.wrap_future(future)
         return text
 
@@ -392,7 +419,13 @@ class InferenceService:
         ]
         timer = RequestTimer(accepted=request.accepted_at)
         handle = RequestHandle(
-            base, self.model_name, choices, timer, self._token, self._finished, parsers
+            base,
+            request.model or self.model_name,
+            choices,
+            timer,
+            self._token,
+            self._finished,
+            parsers,
         )
         for choice in choices:
             self._inflight[choice.id] = (choice, handle)
@@ -412,6 +445,7 @@ class InferenceService:
         prompt_param, tokens_param = request.param("prompt"), request.param("max_tokens")
         prompts = tokenized or [prepare_prompt(model, p, prompt_param) for p in request.prompts]
         check_vocabulary(model, request)
+        adapter = request.model if request.model in self.adapter_names else None
         limits = self.config.limits
         deadline = request.deadline
         if deadline is None and limits.request_timeout:
@@ -427,7 +461,7 @@ class InferenceService:
                 prompt_param=prompt_param,
                 tokens_param=tokens_param,
             )
-            params = choice_params(request, choice.index % request.n, max_new)
+            params = choice_params(request, choice.index % request.n, max_new, adapter)
             refuse_unsupported(strategy.name, strategy.unsupported(params), request)
             jobs.append(
                 Job(
@@ -442,6 +476,8 @@ class InferenceService:
                 )
             )
         handle.prompts = prompts
+        if request.sampling.num_beams > 1:
+            return None, beam_leads(jobs, request.n)
         return None, jobs
 
     def _forget(self, handle: RequestHandle) -> None:

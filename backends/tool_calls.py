@@ -52,7 +52,8 @@ def apply_tools(model: LoadedModel, request: GenerationRequest) -> GenerationReq
         )
     if request.sampling.guidance is not None:
         raise InvalidRequest(
-            "A forced tool call cannot be combined with response_format.", param="tool_choice"
+            f"A forced tool call cannot be combined with {request.param('guidance')}.",
+            param=request.param("tool_choice"),
         )
     try:
         grammar = parser.forced_call_grammar(

@@ -37,6 +37,10 @@ class SamplingParams:
     logprobs: bool = False  # report the chosen token's log-probability
     top_logprobs: int = 0  # and this many most likely alternatives
     guidance: tuple[GuidanceKind, str] | None = None  # constrained decoding (llguidance)
+    # Beam search (generator scheduler): the n best of ``num_beams`` beams are returned.
+    num_beams: int = 1
+    length_penalty: float = 1.0
+    early_stopping: bool = True
 
     @property
     def greedy(self) -> bool:
@@ -57,9 +61,10 @@ class SamplingParams:
 
 @dataclass(frozen=True, kw_only=True)
 class GenerationParams(SamplingParams):
-    """One sequence's sampling, with its planned length."""
+    """One sequence's sampling, with its planned length and the LoRA adapter it runs with."""
 
     max_new_tokens: int
+    adapter: str | None = None
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,15 @@ place the per-request TTFT/TPOT metrics are measured.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Callable
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from backends.handle import FinishedChoice
+from backends.service import ServiceStats
 
 log = logging.getLogger("genai.requests")
 
@@ -22,103 +24,157 @@ TOKEN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 
 
 
 class ServerMetrics:
-    def __init__(
-        self,
-        running: Callable[[], float] = lambda: 0,
-        waiting: Callable[[], float] = lambda: 0,
-    ) -> None:
+    """Every metric carries a ``model`` label: one set per served model (adapters count
+    under their base model)."""
+
+    def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        Gauge("genai_requests_running", "Sequences being generated", registry=r).set_function(
-            running
+        r, model = self.registry, ["model"]
+        self.running = Gauge(
+            "genai_requests_running", "Sequences being generated", model, registry=r
         )
-        Gauge(
-            "genai_requests_waiting", "Requests admitted, waiting for a slot", registry=r
-        ).set_function(waiting)
+        self.waiting = Gauge(
+            "genai_requests_waiting", "Requests admitted, waiting for a slot", model, registry=r
+        )
         self.finished = Counter(
             "genai_requests_finished",
             "Finished generations by finish reason",
-            ["reason"],
+            ["model", "reason"],
             registry=r,
         )
         self.rejected = Counter(
             "genai_requests_rejected",
             "Requests refused because the server was full",
+            model,
             registry=r,
         )
         self.cancelled = Counter(
             "genai_requests_cancelled",
             "Generations cancelled (client gone, admin, shutdown)",
+            model,
             registry=r,
         )
         self.ttft = Histogram(
             "genai_time_to_first_token_seconds",
             "Accepted to first token",
+            model,
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.tpot = Histogram(
             "genai_time_per_output_token_seconds",
             "Mean time per output token after the first, per request",
+            model,
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
         self.itl = Histogram(
             "genai_inter_token_latency_seconds",
             "Gap between two tokens",
+            model,
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
         self.e2e = Histogram(
             "genai_e2e_request_latency_seconds",
             "Accepted to finished",
+            model,
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.queue = Histogram(
             "genai_queue_time_seconds",
             "Submitted to start of prefill",
+            model,
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.prompt_tokens = Counter("genai_prompt_tokens", "Prompt tokens", registry=r)
-        self.generated_tokens = Counter("genai_generation_tokens", "Generated tokens", registry=r)
+        self.prompt_tokens = Counter("genai_prompt_tokens", "Prompt tokens", model, registry=r)
+        self.generated_tokens = Counter(
+            "genai_generation_tokens", "Generated tokens", model, registry=r
+        )
         self.cached_tokens = Counter(
             "genai_cached_prompt_tokens",
             "Prompt tokens served from a reused KV cache",
+            model,
             registry=r,
         )
+
+        self.reasons: dict[str, set[str]] = {}  # finish reasons counted, per model
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
-    # ---- backends.service.Observer -------------------------------------------------------
+    # ---- backends.registry.Attachments ---------------------------------------------------
+    def attach(self, service: StatsSource) -> ModelMetrics:
+        name = service.model_name
+        self.running.labels(name).set_function(lambda: service.stats().running)
+        self.waiting.labels(name).set_function(lambda: service.stats().waiting)
+        return ModelMetrics(self, name)
+
+    def detach(self, name: str) -> None:
+        """A model was unloaded: its series go (a later model of that name starts afresh)."""
+        for metric in (
+            self.running,
+            self.waiting,
+            self.rejected,
+            self.cancelled,
+            self.ttft,
+            self.tpot,
+            self.itl,
+            self.e2e,
+            self.queue,
+            self.prompt_tokens,
+            self.generated_tokens,
+            self.cached_tokens,
+        ):
+            with contextlib.suppress(KeyError):
+                metric.remove(name)
+        for reason in self.reasons.pop(name, set()):
+            self.finished.remove(name, reason)
+
+
+class StatsSource(Protocol):
+    @property
+    def model_name(self) -> str: ...
+
+    def stats(self) -> ServiceStats: ...
+
+
+class ModelMetrics:
+    """One model's metrics: the backends.service.Observer of its service."""
+
+    def __init__(self, metrics: ServerMetrics, model: str) -> None:
+        self.m, self.model = metrics, model
+
     def on_rejected(self) -> None:
-        self.rejected.inc()
+        self.m.rejected.labels(self.model).inc()
 
     def on_token(self, gap: float | None) -> None:
         if gap is not None:
-            self.itl.observe(gap)
+            self.m.itl.labels(self.model).observe(gap)
 
     def on_finished(self, choice: FinishedChoice) -> None:
-        finish, m = choice.finish, choice.metrics
-        self.finished.labels(finish.reason).inc()
+        finish, m, metrics, model = choice.finish, choice.metrics, self.m, self.model
+        metrics.finished.labels(model, finish.reason).inc()
+        metrics.reasons.setdefault(model, set()).add(finish.reason)
         if finish.reason in ("cancelled", "timeout"):
-            self.cancelled.inc()
+            metrics.cancelled.labels(model).inc()
         if m.output_tokens:
-            self.ttft.observe(m.ttft)
+            metrics.ttft.labels(model).observe(m.ttft)
         if m.output_tokens > 1:
-            self.tpot.observe(m.tpot)
-        self.e2e.observe(m.total_latency)
-        self.queue.observe(finish.queue_time)
-        self.prompt_tokens.inc(finish.usage.prompt_tokens)
-        self.generated_tokens.inc(finish.usage.completion_tokens)
-        self.cached_tokens.inc(finish.usage.cached_tokens)
+            metrics.tpot.labels(model).observe(m.tpot)
+        metrics.e2e.labels(model).observe(m.total_latency)
+        metrics.queue.labels(model).observe(finish.queue_time)
+        metrics.prompt_tokens.labels(model).inc(finish.usage.prompt_tokens)
+        metrics.generated_tokens.labels(model).inc(finish.usage.completion_tokens)
+        metrics.cached_tokens.labels(model).inc(finish.usage.cached_tokens)
         log.info(
             json.dumps(
                 {
                     "event": "request_finished",
                     "request_id": choice.id,
+                    "model": model,
                     "finish_reason": finish.reason,
                     "prompt_tokens": finish.usage.prompt_tokens,
                     "cached_tokens": finish.usage.cached_tokens,

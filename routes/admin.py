@@ -7,19 +7,25 @@ binds 0.0.0.0, and these routes can cancel anyone's request and write files.
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 from fastapi import APIRouter, Depends
 
-from backends.errors import GenAIError, InvalidRequest, RequestNotFound
+from backends.config import ServiceConfig
+from backends.errors import GenAIError, InvalidRequest, RequestNotFound, StartupError
 from backends.profiling import ProfileWindow
 from routes.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from routes.model_configs import limits, model_config
 from schemas.errors import ErrorResponse
 from schemas.ops import (
     CancelResult,
     InflightList,
     InflightRequest,
+    LoadModelRequest,
+    ModelState,
     ProfilingRequest,
     ProfilingState,
+    UnloadResult,
 )
 
 
@@ -81,15 +87,44 @@ async def profiling(
         directory.mkdir(parents=True, exist_ok=True)
         window = ProfileWindow(directory, body.steps, server.profile_max_files)
         try:
-            await service.start_profiling(window)
+            await service.get(body.model).start_profiling(window)
         except NotImplementedError as exc:
             raise InvalidRequest(str(exc), param="enabled") from None
         kept = window.prune()
     else:
-        kept = await service.stop_profiling()
+        kept = await service.get(body.model).stop_profiling()
     return ProfilingState(
         enabled=body.enabled,
         directory=str(directory),
-        steps_left=service.profiling_steps_left,
+        steps_left=service.get(body.model).profiling_steps_left,
         kept_files=kept,
     )
+
+
+@router.post("/models", response_model=ModelState, responses=ERROR_RESPONSES)
+async def load_model(
+    body: LoadModelRequest, service: ServiceDep, settings: SettingsDep
+) -> ModelState:
+    """Load a model (with the start-up checks of a model at boot) and serve it under
+    ``name``; its unset fields take the server's model settings."""
+    entry = body.resolved(Path.cwd())
+    config = ServiceConfig(model_config(settings.model, entry), limits(settings))
+    try:
+        loaded = await service.load(config)
+    except StartupError as exc:
+        raise InvalidRequest(str(exc), param="path") from None
+    return ModelState(
+        id=loaded.model_name,
+        status=loaded.status,
+        device=loaded.device,
+        max_model_len=loaded.max_length,
+        adapters=list(loaded.adapter_names),
+    )
+
+
+@router.delete("/models/{name}", response_model=UnloadResult, responses=ERROR_RESPONSES)
+async def unload_model(name: str, service: ServiceDep, settings: SettingsDep) -> UnloadResult:
+    """Stop serving model ``name``: new requests get 404 at once; its running requests get
+    ``GENAI_SHUTDOWN_TIMEOUT`` seconds to finish, then are cancelled."""
+    cancelled = await service.unload(name, settings.server.shutdown_timeout)
+    return UnloadResult(id=name, unloaded=True, cancelled=cancelled)

@@ -22,9 +22,15 @@ def sampling_params(
     logprobs: bool = False,
     top_logprobs: int = 0,
     json_schema: Mapping[str, Any] | None = None,
+    beams: tuple[int, float, bool] | None = None,
 ) -> SamplingParams:
+    """The core's sampling; ``beams`` = (beams searched, length penalty, early stopping)."""
+    width, length_penalty, early_stopping = beams or (1, 1.0, True)
     return SamplingParams(
-        temperature=body.temperature,
+        num_beams=width,
+        length_penalty=length_penalty,
+        early_stopping=early_stopping,
+        temperature=0.0 if width > 1 else body.temperature,
         top_p=body.top_p,
         top_k=body.top_k,
         seed=body.seed,

@@ -6,13 +6,14 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from backends.service import InferenceService
+from backends.registry import ModelRegistry
 from schemas.errors import ErrorResponse
 from schemas.settings import Settings
 
 
-def get_service(request: Request) -> InferenceService:
-    service: InferenceService = request.app.state.service
+def get_service(request: Request) -> ModelRegistry:
+    """The served models (one core each); routes call it as one service, by model name."""
+    service: ModelRegistry = request.app.state.service
     return service
 
 
@@ -21,7 +22,7 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
-ServiceDep = Annotated[InferenceService, Depends(get_service)]
+ServiceDep = Annotated[ModelRegistry, Depends(get_service)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -33,7 +33,14 @@ def chat_request(body: ChatRequest, rid: str) -> GenerationRequest:
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}}, tags=["health"])
 async def healthz(service: ServiceDep) -> JSONResponse:
-    health = Health(status=service.status, device=service.device, model_dir=str(service.model_dir))
+    """Liveness, in the seed's shape for the default model, with every model's status."""
+    default = service.default
+    health = Health(
+        status=default.status,
+        device=default.device,
+        model_dir=str(default.model_dir),
+        models=service.statuses(),
+    )
     return JSONResponse(health.model_dump(), 200 if health.status == "ok" else 503)
 
 

@@ -86,5 +86,4 @@ async def list_models(service: ServiceDep) -> ModelList:
 
 @router.get("/models/{model_id}", response_model=ModelCard, responses=ERROR_RESPONSES)
 async def get_model(model_id: str, service: ServiceDep) -> ModelCard:
-    service.check_model(model_id)
-    return serving.model_card(service)
+    return serving.model_card(service.served_model(model_id))

@@ -14,8 +14,8 @@ from typing import Any
 
 from backends.errors import GenerationFailed
 from backends.handle import ChoiceResult, Piece, RequestHandle
+from backends.registry import ModelRegistry, ServedModel
 from backends.request import GenerationRequest, TextPrompt
-from backends.service import InferenceService
 from backends.types import ChoiceFinish, Logprob, PlacedToken, Usage
 from routes.convert import chat_prompt, sampling_params, timing
 from schemas.openai import (
@@ -56,6 +56,7 @@ def chat_request(body: ChatCompletionRequest, request_id: str) -> GenerationRequ
             logprobs=body.logprobs,
             top_logprobs=body.top_logprobs or 0,
             json_schema=body.json_schema,
+            beams=body.beam_search,
         ),
         max_tokens=body.token_limit,
         stop=body.stop_list,
@@ -73,7 +74,9 @@ def completion_request(body: CompletionRequest, request_id: str) -> GenerationRe
     logprobs = body.logprobs is not None
     return GenerationRequest(
         [TextPrompt(p) for p in body.prompts],
-        sampling_params(body, logprobs=logprobs, top_logprobs=body.logprobs or 0),
+        sampling_params(
+            body, logprobs=logprobs, top_logprobs=body.logprobs or 0, beams=body.beam_search
+        ),
         max_tokens=body.max_tokens,
         stop=body.stop_list,
         n=body.n,
@@ -280,12 +283,17 @@ async def completion_chunks(
 
 
 # ---- models ------------------------------------------------------------------------------------
-def model_list(service: InferenceService) -> ModelList:
-    return ModelList(data=[model_card(service)])
+def model_list(models: ModelRegistry) -> ModelList:
+    return ModelList(data=[model_card(m) for m in models.served()])
 
 
-def model_card(service: InferenceService) -> ModelCard:
-    length = service.max_length
+def model_card(model: ServedModel) -> ModelCard:
+    length = model.max_length
     return ModelCard(
-        id=service.model_name, created=STARTED_AT, max_model_len=length, context_length=length
+        id=model.id,
+        created=STARTED_AT,
+        parent=model.parent,
+        root=str(model.service.model_dir),
+        max_model_len=length,
+        context_length=length,
     )

@@ -24,7 +24,7 @@ async def readyz(service: ServiceDep) -> JSONResponse:
         state = "draining"
     else:
         state = {"ok": "ready", "loading": "loading", "error": "error"}[service.status]
-    body = Readiness(status=state, scheduler=service.strategy_name)
+    body = Readiness(status=state, scheduler=service.default.strategy_name)
     return JSONResponse(body.model_dump(), 200 if state == "ready" else 503)
 
 

@@ -32,7 +32,9 @@ async def tokenize(body: TokenizeRequest, service: ServiceDep) -> TokenizeRespon
     prompt = TextPrompt(body.prompt) if body.prompt is not None else _chat(body)
     prepared = await service.tokenize(prompt, body.model)
     return TokenizeResponse(
-        count=len(prepared), max_model_len=service.max_length, tokens=prepared.token_ids
+        count=len(prepared),
+        max_model_len=service.get(body.model).max_length,
+        tokens=prepared.token_ids,
     )
 
 

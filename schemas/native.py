@@ -43,3 +43,6 @@ class Health(BaseModel):
     backend: Literal["onnx-genai"] = "onnx-genai"
     device: str
     model_dir: str
+    models: dict[str, Literal["ok", "loading", "error"]] = Field(
+        default_factory=dict, description="Every served model's status (the first: default)."
+    )

@@ -96,6 +96,19 @@ class OpenAIFields(SamplingFields):
     stream: bool = False
     stream_options: StreamOptions | None = Field(None, description="Only with `stream: true`.")
     user: str | None = Field(None, description="Accepted for compatibility; not used.")
+    # Beam search (vLLM's names).
+    use_beam_search: bool = Field(
+        False, description="Extension: return the `n` best of `best_of` beams (deterministic)."
+    )
+    best_of: int | None = Field(
+        None, ge=1, le=MAX_N, description="With use_beam_search: the beams searched (>= n)."
+    )
+    length_penalty: float = Field(
+        1.0, description="With use_beam_search: beam score = log-prob / length ** this."
+    )
+    early_stopping: bool = Field(
+        True, description="With use_beam_search: stop once `best_of` beams have finished."
+    )
 
     @field_validator("stream_options")
     @classmethod
@@ -105,6 +118,56 @@ class OpenAIFields(SamplingFields):
         if value is not None and not info.data.get("stream"):
             raise PydanticCustomError("needs_stream", "only allowed with stream: true")
         return value
+
+    # Each beam option is checked where it is given (so the error names it); the sampling
+    # fields come before use_beam_search and are checked once the model is complete.
+    @field_validator("use_beam_search")
+    @classmethod
+    def _beams_do_not_stream(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("stream"):
+            raise PydanticCustomError("beams_stream", "use_beam_search cannot stream")
+        return value
+
+    @field_validator("best_of")
+    @classmethod
+    def _best_of(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if not info.data.get("use_beam_search"):
+            if value not in (None, 1):
+                raise PydanticCustomError(
+                    "needs_beams",
+                    "best_of > 1 needs use_beam_search (sampled best_of is not implemented; "
+                    "use n for several choices)",
+                )
+        elif value is not None and value < info.data.get("n", 1):
+            raise PydanticCustomError("beams_n", "best_of must be at least n")
+        return value
+
+    @field_validator("length_penalty", "early_stopping")
+    @classmethod
+    def _needs_beams(cls, value: Any, info: ValidationInfo) -> Any:
+        if not info.data.get("use_beam_search"):
+            raise PydanticCustomError("needs_beams", "only with use_beam_search")
+        return value
+
+    @model_validator(mode="after")
+    def _beam_search(self) -> OpenAIFields:
+        if not self.use_beam_search:
+            return self
+        given = self.model_fields_set
+        for name, neutral in (("temperature", 0.0), ("top_p", 1.0), ("top_k", 0)):
+            if name in given and getattr(self, name) != neutral:
+                raise PydanticCustomError(
+                    "beams_sampling",
+                    f"use_beam_search is deterministic: leave out {name} (or set {neutral})",
+                )
+        return self
+
+    @property
+    def beam_search(self) -> tuple[int, float, bool] | None:
+        """(beams searched, length penalty, early stopping), or None without beam search."""
+        if not self.use_beam_search:
+            return None
+        return (self.best_of or self.n, self.length_penalty, self.early_stopping)
 
     @property
     def include_usage(self) -> bool:
@@ -303,7 +366,6 @@ class ChatCompletionRequest(OpenAIFields):
 _COMPLETION_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "echo": ("the prompt is not echoed back", lambda v: not v),
     "suffix": ("insertion (fill-in-the-middle) is not implemented", lambda v: v is None),
-    "best_of": ("use n to get several choices", lambda v: v in (None, 1)),
 }
 
 
@@ -322,7 +384,6 @@ class CompletionRequest(OpenAIFields):
     )
     echo: bool = Field(False, description="Not supported (only false).")
     suffix: str | None = Field(None, description="Not supported.")
-    best_of: int | None = Field(None, description="Not supported (only 1).")
 
     @field_validator("prompt")
     @classmethod
@@ -484,6 +545,8 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str = "onnx-genai"
+    root: str | None = Field(None, description="The model folder (vLLM's field).")
+    parent: str | None = Field(None, description="For a LoRA adapter: its base model.")
     max_model_len: int | None = Field(
         None, description="Tokens per sequence (prompt + output); null while loading."
     )

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from schemas.common import RequestModel
+from schemas.models_file import ModelEntry
 
 
 class Readiness(BaseModel):
@@ -20,6 +21,7 @@ class InflightRequest(BaseModel):
     prompt_tokens: int
     generated_tokens: int
     age_seconds: float
+    model: str
 
 
 class InflightList(BaseModel):
@@ -32,10 +34,30 @@ class CancelResult(BaseModel):
 
 
 class ProfilingRequest(RequestModel):
+    model: str | None = Field(None, description="The model to profile; omitted: the default.")
     enabled: bool = Field(description="true: profile the next `steps` model steps; false: stop")
     steps: int = Field(
         100, ge=1, le=10_000, description="Model steps to profile; then profiling stops by itself."
     )
+
+
+class LoadModelRequest(ModelEntry):
+    """A model to load at runtime: a models-file entry (paths relative to the server's
+    working directory)."""
+
+
+class ModelState(BaseModel):
+    id: str
+    status: Literal["ok", "loading", "error"]
+    device: str
+    max_model_len: int | None
+    adapters: list[str]
+
+
+class UnloadResult(BaseModel):
+    id: str
+    unloaded: bool
+    cancelled: int = Field(description="Its sequences cancelled after the drain timeout.")
 
 
 class ProfilingState(BaseModel):

@@ -68,6 +68,13 @@ class ModelSettings(BaseSettings):
     model_dir: Path = _setting(
         DEMO_MODEL_DIR, "GENAI_MODEL_DIR", "model_dir", "Model folder (genai_config.json, ...)."
     )
+    models_file: Path | None = _setting(
+        None,
+        "GENAI_MODELS_FILE",
+        "models_file",
+        "A TOML or JSON file listing several models to serve, each with its own settings "
+        "(unset fields take the model settings here); replaces GENAI_MODEL_DIR.",
+    )
     model_variant: str | None = _setting(
         None,
         "GENAI_MODEL_VARIANT",

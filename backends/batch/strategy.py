@@ -128,6 +128,10 @@ class BatchStrategy:
 
     # ---- Strategy ------------------------------------------------------------------------
     def unsupported(self, params: GenerationParams) -> str | None:
+        if params.adapter is not None:
+            return "adapter"  # onnxruntime applies one adapter per run, not per row
+        if params.num_beams > 1:
+            return "num_beams"
         return None
 
     def active_jobs(self) -> list[Job]:

@@ -7,12 +7,13 @@ import threading
 import pytest
 from fastapi.testclient import TestClient
 
-from app_onnx_genai import create_app, service_config
+from app_onnx_genai import create_app
 from backends.config import ModelConfig
 from backends.errors import StartupError
 from backends.runtime import LoadedModel
 from backends.scheduler import Scheduler
 from backends.service import InferenceService
+from routes.model_configs import service_config
 from schemas.settings import DEMO_MODEL_DIR, Settings
 
 pytestmark = pytest.mark.model

@@ -31,6 +31,18 @@ def test_detokenize_round_trips(client: TestClient) -> None:
     }
 
 
+def test_detokenize_keeps_text_after_a_partial_byte_token(
+    client: TestClient, oracle: DirectGenerator
+) -> None:
+    # Token 132 is a byte of a multi-byte character: og's Tokenizer.decode of this sequence
+    # stopped there (a silent truncation); the route decodes as generation does, by stream.
+    ids = [793, 31, 437, 132, 612, 685, 808, 492]
+    stream = oracle.tokenizer.create_stream()
+    expected = "".join(stream.decode(i) for i in ids)
+    got = client.post("/detokenize", json={"tokens": ids}).json()["prompt"]
+    assert got == expected and got.endswith(" model")
+
+
 def test_apply_template_shows_the_prompt(client: TestClient, oracle: DirectGenerator) -> None:
     body = client.post("/apply-template", json={"messages": MESSAGES}).json()
     assert body == {"prompt": oracle.chat_prompt(MESSAGES)}

@@ -14,7 +14,7 @@ import pytest
 
 from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.errors import ContextLengthExceeded
-from backends.prompt_worker import PromptWorker
+from backends.prompt_worker import THRESHOLD_CHARS, PromptWorker
 from backends.request import ChatPrompt, GenerationRequest, TextPrompt
 from backends.runtime import LoadedModel, load_model
 from backends.scheduler import Scheduler
@@ -94,6 +94,11 @@ def test_a_very_large_prompt_is_tokenized_while_another_stream_goes_on(tmp_path:
             window.append(time.perf_counter())
 
     async def body(service: InferenceService) -> tuple[list[float], str]:
+        # Start the worker process first, so that its start-up (slow on a busy machine) does
+        # not outlast the stream below.
+        warm = TextPrompt("river " * (THRESHOLD_CHARS // 6 + 1))  # tokenized there, refused
+        with pytest.raises(ContextLengthExceeded):
+            await service.submit(GenerationRequest(warm, max_tokens=999_000))
         PromptWorker.prepare = timed  # type: ignore[method-assign]
         arrivals: list[float] = []
         stream = await service.submit(

@@ -1,0 +1,105 @@
+"""The models file (``GENAI_MODELS_FILE``): several models, each with its own settings.
+
+TOML or JSON; relative paths are relative to the file. A field a model leaves out takes the
+server-wide model setting (``GENAI_DEVICE``, ``GENAI_SCHEDULER``, ...)::
+
+    [[models]]
+    name = "demo"
+    path = "models/demo-llama"
+    scheduler = "generator"
+    adapters = { demo-pirate = "adapters/pirate.onnx_adapter" }
+
+    [[models]]
+    name = "demo-batch"
+    path = "models/demo-llama"
+    scheduler = "batch"
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from schemas.settings import Device, ReasoningParserName, SchedulerName, ToolParserName
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+class ModelEntry(BaseModel):
+    """One served model. Unset fields take the server-wide model settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(..., min_length=1, description="The id requests name it by.")
+    path: Path = Field(..., description="The model folder.")
+    device: Device | None = None
+    variant: str | None = Field(
+        None, description="In a hub-layout folder: the variant subfolder or ONNX file."
+    )
+    intra_op_threads: int | None = Field(None, ge=1)
+    max_length: int | None = Field(None, gt=0)
+    scheduler: SchedulerName | None = None
+    prefill_chunk: int | None = Field(None, ge=16)
+    cache_sequences: int | None = Field(None, ge=0)
+    kv_cache_mib: float | None = Field(None, gt=0)
+    tool_parser: ToolParserName | None = None
+    reasoning_parser: ReasoningParserName | None = None
+    adapters: dict[str, Path] = Field(
+        default_factory=dict, description="LoRA adapters: served name -> .onnx_adapter file."
+    )
+
+    def names(self) -> list[str]:
+        return [self.name, *self.adapters]
+
+    def resolved(self, base: Path) -> ModelEntry:
+        """Paths made absolute against ``base`` (the models file's folder)."""
+        return self.model_copy(
+            update={
+                "path": base / self.path,
+                "adapters": {name: base / file for name, file in self.adapters.items()},
+            }
+        )
+
+
+class ModelsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[ModelEntry] = Field(..., min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ModelsFile:
+        seen: set[str] = set()
+        for entry in self.models:
+            for name in entry.names():
+                if name in seen:
+                    raise ValueError(f"the name {name!r} is used twice")
+                seen.add(name)
+        return self
+
+
+def read_models_file(path: Path) -> ModelsFile:
+    """The models file at ``path``, paths resolved; ValueError says what is wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read the models file {path}: {exc.strerror}") from None
+    try:
+        data: Any = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"the models file {path} is not valid {path.suffix[1:]}: {exc}") from None
+    try:
+        parsed = ModelsFile.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'file'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ValueError(f"the models file {path} is invalid: {problems}") from None
+    base = path.resolve().parent
+    return ModelsFile(models=[entry.resolved(base) for entry in parsed.models])
