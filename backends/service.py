@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from backends.config import ServiceConfig
+from backends.config import SchedulerName, ServiceConfig
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
+from backends.fallback_strategy import WithFallback
 from backends.handle import Choice, FinishedChoice, OutputParsers, RequestHandle
 from backends.planning import (
     check_beams,
@@ -81,28 +82,37 @@ def strategy_factory(config: ServiceConfig) -> Callable[[LoadedModel], Strategy]
     model_cfg, slots = config.model, config.limits.max_concurrency
 
     def make(model: LoadedModel) -> Strategy:
-        name = model_cfg.scheduler
-        if name == "auto":  # adapters: only the generator applies them
-            name = "engine" if model.dynamic_batching and not model.adapter_files else "generator"
+        name, chosen = model_cfg.scheduler, model_cfg.scheduler != "auto"
+        if name == "auto":
+            name = auto_strategy(model)
         if name == "batch":
             from backends.batch.decoder import UnsupportedModel
             from backends.batch.strategy import BatchStrategy
 
             try:
-                return BatchStrategy.create(
+                batch = BatchStrategy.create(
                     model,
                     slots=slots,
                     prefill_chunk=model_cfg.prefill_chunk,
                     cache_size=model_cfg.cache_sequences,
                     kv_budget_mib=model_cfg.kv_cache_mib,
                 )
+                # Beam search and adapters, which batch cannot do, go to a generator.
+                return WithFallback(batch, lambda: generator(model))
             except UnsupportedModel as exc:
-                log.warning("batch scheduler: cannot serve this model (%s); using generator", exc)
+                log.log(
+                    logging.WARNING if chosen else logging.INFO,
+                    "batch scheduler: cannot serve this model (%s); using generator",
+                    exc,
+                )
                 name = "generator"
         if name == "engine":
             from backends.engine_strategy import EngineStrategy
 
             return EngineStrategy(model, cache_size=model_cfg.cache_sequences)
+        return generator(model)
+
+    def generator(model: LoadedModel) -> Strategy:
         from backends.generator_strategy import GeneratorStrategy
 
         return GeneratorStrategy(
@@ -110,6 +120,18 @@ def strategy_factory(config: ServiceConfig) -> Callable[[LoadedModel], Strategy]
         )
 
     return make
+
+
+def auto_strategy(model: LoadedModel) -> SchedulerName:
+    """``auto``: the Engine's continuous batching where the model has it (paged attention on
+    an accelerator); on the CPU our own continuous batching (``batch``, which falls back to
+    the generator for a graph it does not understand); the generator for LoRA adapters, which
+    only it applies, and for the rest."""
+    if model.adapter_files:
+        return "generator"
+    if model.dynamic_batching:
+        return "engine"
+    return "batch" if model.provider.name == "cpu" else "generator"
 
 
 def decode(model: LoadedModel, token_ids: Sequence[int]) -> str:

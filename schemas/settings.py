@@ -122,7 +122,8 @@ class ModelSettings(BaseSettings):
         "auto",
         "GENAI_SCHEDULER",
         "scheduler",
-        "auto (engine for dynamic-batching models, else generator), generator, engine or "
+        "auto (engine for dynamic-batching models, batch on the CPU, generator for LoRA "
+        "adapters and other providers), generator, engine or "
         "batch (continuous batching on the CPU).",
     )
     cache_sequences: int = _setting(

@@ -137,14 +137,22 @@ def test_adapters_are_listed_under_their_model(client: TestClient) -> None:
     assert cards["pirate"]["parent"] == "lora" and cards["poet"]["parent"] == "lora"
 
 
-def test_the_batch_scheduler_refuses_an_adapter(tmp_path: Path) -> None:
+def test_the_batch_scheduler_hands_an_adapter_to_a_generator(tmp_path: Path) -> None:
     with make_client(models_file=models_file(tmp_path, "batch")) as c:
         wait_ready(c)
-        assert complete(c, "lora")["model"] == "lora"
+        assert c.get("/readyz").json()["scheduler"] == "batch"
+        for model, adapter in (("lora", None), ("pirate", "pirate"), ("lora", None)):
+            expected = c.post("/detokenize", json={"tokens": og_greedy(PROMPT, adapter)})
+            assert complete(c, model)["choices"][0]["text"] == expected.json()["prompt"]
+
+
+def test_the_engine_refuses_an_adapter(tmp_path: Path) -> None:
+    with make_client(models_file=models_file(tmp_path, "engine")) as c:
+        wait_ready(c)
         err = assert_error(
             c.post("/v1/completions", json={"model": "pirate", "prompt": PROMPT}), 400, "model"
         )
-        assert "LoRA adapter is not supported by the 'batch' scheduler" in err["message"]
+        assert "LoRA adapter is not supported by the 'engine' scheduler" in err["message"]
 
 
 def test_a_missing_adapter_file_stops_the_start(tmp_path: Path) -> None:

@@ -105,9 +105,24 @@ def test_beam_options_need_use_beam_search(client: TestClient, extra: dict[str, 
     assert "use_beam_search" in err["message"]
 
 
-def test_the_batch_scheduler_refuses_beam_search() -> None:
-    with make_client(scheduler="batch") as c:
+@pytest.mark.parametrize("scheduler", ["batch", "generator"])
+def test_every_cpu_scheduler_serves_beam_search(scheduler: str, oracle: DirectGenerator) -> None:
+    # batch hands beam searches to a generator; a plain request stays with batch.
+    with make_client(scheduler=scheduler) as c:
+        wait_ready(c)
+        assert c.get("/readyz").json()["scheduler"] == scheduler
+        body = {"prompt": PROMPT, "max_tokens": 16, "use_beam_search": True, "best_of": 3, "n": 2}
+        got = [ch["text"] for ch in c.post("/v1/completions", json=body).json()["choices"]]
+        assert got == og_beams(oracle, PROMPT, 3, 2, 16)
+        greedy = c.post(
+            "/v1/completions", json={"prompt": PROMPT, "max_tokens": 8, "temperature": 0}
+        )
+        assert greedy.json()["choices"][0]["text"] == oracle.greedy(PROMPT, 8)[0]
+
+
+def test_the_engine_refuses_beam_search() -> None:
+    with make_client(scheduler="engine") as c:
         wait_ready(c)
         body = {"prompt": PROMPT, "use_beam_search": True, "best_of": 2}
         err = assert_error(c.post("/v1/completions", json=body), 400, "use_beam_search")
-        assert "Beam search is not supported by the 'batch' scheduler" in err["message"]
+        assert "Beam search is not supported by the 'engine' scheduler" in err["message"]

@@ -20,7 +20,7 @@ BODY = {"messages": [{"role": "user", "content": "hello"}], "temperature": 0, "m
 def test_readyz(client: TestClient) -> None:
     resp = client.get("/readyz")
     assert resp.status_code == 200
-    assert resp.json() == {"status": "ready", "scheduler": "generator"}
+    assert resp.json() == {"status": "ready", "scheduler": "batch"}  # auto, on the CPU
 
 
 def test_request_id_is_echoed_or_made(client: TestClient) -> None:
