@@ -22,6 +22,7 @@ from backends.logits import log_softmax, process_logits
 from backends.types import GenerationParams
 
 Logits = npt.NDArray[np.float32]
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass
@@ -69,7 +70,9 @@ def repetition_penalty(row: Logits, tokens: Iterable[int], penalty: float) -> No
     ids = np.fromiter(set(tokens), dtype=np.int64)
     if ids.size:
         scores = row[ids]
-        row[ids] = np.where(scores > 0, scores / penalty, scores * penalty)
+        with np.errstate(over="ignore", divide="ignore"):  # a tiny penalty: finite below
+            penalized = np.where(scores > 0, scores / penalty, scores * penalty)
+        row[ids] = np.clip(penalized, -FLOAT32_MAX, FLOAT32_MAX)
 
 
 def choose(logits: Logits, states: Sequence[RowState], eos_ids: frozenset[int]) -> list[Choice]:

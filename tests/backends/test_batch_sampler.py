@@ -59,6 +59,15 @@ def test_repetition_penalty_is_multiplicative_both_ways() -> None:
     assert choose(logits([0, 2.0, 3.0]), [state], EOS)[0].token == 1
 
 
+def test_a_tiny_repetition_penalty_keeps_logprobs_finite() -> None:
+    # 5e-324 (found by schemathesis) made a prompt token's score infinite and its logprob NaN,
+    # which went out as JSON null where the schema says a number.
+    state = RowState.create(params(repetition_penalty=5e-324, logprobs=True), [2])
+    [pick] = choose(logits([0, 1.0, 3.0]), [state], EOS)
+    assert pick.token == 2 and pick.logprobs is not None
+    assert np.isfinite(pick.logprobs).all() and pick.logprobs[2] == pytest.approx(0.0)
+
+
 def test_logprobs_are_those_of_the_processed_distribution() -> None:
     state = RowState.create(params(logprobs=True, top_logprobs=2), [1])
     [pick] = choose(logits([0, 1, 2]), [state], EOS)
