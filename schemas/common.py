@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 
@@ -139,3 +139,10 @@ class TimingMetrics(BaseModel):
     output_tokens: int
     tpot: float = Field(description="(t_last - t_first) / (output_tokens - 1), seconds.")
     model: str
+
+
+def only_with_stream(value: Any, info: ValidationInfo) -> Any:
+    """Validator of a field allowed only with ``stream: true`` (declared after ``stream``)."""
+    if value is not None and not info.data.get("stream"):
+        raise PydanticCustomError("needs_stream", "only allowed with stream: true")
+    return value

@@ -29,6 +29,7 @@ from schemas.common import (
     TextPart,
     TimingMetrics,
     content_value,
+    only_with_stream,
 )
 
 MAX_N = 16
@@ -110,14 +111,7 @@ class OpenAIFields(SamplingFields):
         True, description="With use_beam_search: stop once `best_of` beams have finished."
     )
 
-    @field_validator("stream_options")
-    @classmethod
-    def _stream_options_need_stream(
-        cls, value: StreamOptions | None, info: ValidationInfo
-    ) -> StreamOptions | None:
-        if value is not None and not info.data.get("stream"):
-            raise PydanticCustomError("needs_stream", "only allowed with stream: true")
-        return value
+    _stream_options_need_stream = field_validator("stream_options")(only_with_stream)
 
     # Each beam option is checked where it is given (so the error names it); the sampling
     # fields come before use_beam_search and are checked once the model is complete.

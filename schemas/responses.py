@@ -24,7 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from schemas.common import RequestModel, SamplingFields, TimingMetrics
+from schemas.common import RequestModel, SamplingFields, TimingMetrics, only_with_stream
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 
@@ -409,14 +409,7 @@ class ResponsesRequest(SamplingFields):
             )
         return value
 
-    @field_validator("stream_options")
-    @classmethod
-    def _stream_options_need_stream(
-        cls, value: StreamOptions | None, info: ValidationInfo
-    ) -> StreamOptions | None:
-        if value is not None and not info.data.get("stream"):
-            raise PydanticCustomError("needs_stream", "only allowed with stream: true")
-        return value
+    _stream_options_need_stream = field_validator("stream_options")(only_with_stream)
 
     @field_validator("metadata")
     @classmethod
