@@ -210,6 +210,18 @@ class OpenAIChatMessage(ChatMessage):
     )
     tool_calls: list[MessageToolCall] | None = Field(None, description="An assistant's calls.")
     tool_call_id: str | None = Field(None, description="The call a `tool` message answers.")
+    # What clients echo back when they append a response's message to the conversation (the
+    # openai SDK's message object, LiteLLM's): accepted, and not shown to the model.
+    refusal: str | None = Field(None, description="Echoed from a response; not shown.")
+    reasoning_content: str | None = Field(
+        None, description="Echoed from a response; earlier turns' thinking is not shown."
+    )
+    annotations: list[Any] | None = Field(None, description="Echoed from a response; ignored.")
+    audio: None = Field(None, description="Echoed from a response as null (no audio here).")
+    function_call: None = Field(None, description="Echoed as null; use tool_calls.")
+    provider_specific_fields: dict[str, Any] | None = Field(
+        None, description="LiteLLM's, echoed from its message objects; ignored."
+    )
 
     @field_validator("content", mode="before")
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Literal
 
 import openai
 import pytest
@@ -245,7 +246,7 @@ def test_a_forced_tool_call_round_trip(api: OpenAI) -> None:
         model=MODEL,
         messages=[
             *asked,
-            {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},  # type: ignore[list-item]
+            done.choices[0].message,  # type: ignore[list-item]  # appended as clients do
             {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
         ],
         tools=[WEATHER],
@@ -263,3 +264,63 @@ def test_langchain_binds_tools_and_gets_a_parsed_call(base_url: str) -> None:
     message = bound.invoke("What is the weather in Rome?")
     [call] = message.tool_calls
     assert call["name"] == "get_weather" and call["args"]["city"] in ("Paris", "Rome")
+
+
+def test_a_langchain_tool_loop_runs_the_tool_and_answers(base_url: str) -> None:
+    """LangChain's tool-calling loop: the model calls the tool, the tool runs, its result goes
+    back as a ToolMessage, and the model answers."""
+    from langchain_core.messages import BaseMessage, HumanMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    ran: list[str] = []
+
+    @tool
+    def get_weather(city: Literal["Paris", "Rome"]) -> str:
+        """The weather in a city."""
+        ran.append(city)
+        return "sunny"
+
+    llm = ChatOpenAI(base_url=base_url, api_key=KEY, model=MODEL, max_tokens=80, seed=5)
+    forced = llm.bind_tools([get_weather], tool_choice="get_weather", parallel_tool_calls=False)
+    messages: list[BaseMessage] = [HumanMessage("What is the weather in Rome?")]
+    asked = forced.invoke(messages)
+    messages.append(asked)
+    for call in asked.tool_calls:
+        messages.append(get_weather.invoke(call))
+    answer = llm.bind(max_tokens=8, temperature=0).invoke(messages)
+    assert ran and ran[0] in ("Paris", "Rome")
+    assert isinstance(answer.content, str) and answer.content
+
+
+def test_litellm_runs_a_tool_round_trip(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the network
+    import litellm
+
+    route = {"model": f"openai/{MODEL}", "api_base": base_url, "api_key": KEY}
+    asked = [{"role": "user", "content": "Weather in Paris?"}]
+    first = litellm.completion(
+        **route,
+        messages=asked,
+        tools=[WEATHER],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        seed=3,
+        max_tokens=80,
+    )
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    [call] = choice.message.tool_calls
+    assert json.loads(call.function.arguments)["city"] in ("Paris", "Rome")
+    answer = litellm.completion(
+        **route,
+        messages=[
+            *asked,
+            choice.message,
+            {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
+        ],
+        tools=[WEATHER],
+        max_tokens=8,
+        temperature=0,
+    )
+    assert answer.choices[0].message.content

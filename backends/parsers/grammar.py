@@ -36,13 +36,43 @@ def json_call_header(name: str, arguments_key: str = "arguments") -> str:
 
 
 def arguments_schema(tool: ToolSpec) -> dict[str, Any]:
-    """The tool's parameter schema, made to describe an object in the calls' JSON style."""
-    schema: dict[str, Any] = dict(tool.parameters or {})
+    """The tool's parameter schema, made to describe an object in the calls' JSON style.
+
+    Objects that declare their properties but not ``additionalProperties`` get ``false``, as
+    OpenAI's strict mode requires: JSON Schema's default (anything else may follow) let an
+    untrained model write invented keys until ``max_tokens`` after the real ones (LangChain's
+    tool schemas leave it out)."""
+    schema: dict[str, Any] = _closed(dict(tool.parameters or {}))
     kind = schema.setdefault("type", "object")
     if kind != "object":
         raise ValueError(f"Tool {tool.name!r}: its parameters must describe a JSON object.")
     schema.setdefault("x-guidance", JSON_STYLE)
     return schema
+
+
+_SUBSCHEMA = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+
+
+def _closed(schema: Any) -> Any:
+    """``schema`` with ``additionalProperties: false`` on every object that lists properties
+    and says nothing about others, nested ones too."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _SUBSCHEMA:
+        if isinstance(out.get(key), dict):
+            out[key] = _closed(out[key])
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [_closed(s) for s in out[key]]
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: _closed(s) for name, s in out[key].items()}
+    if "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
 
 
 def chosen_tools(tools: Sequence[ToolSpec], tool_name: str | None) -> list[ToolSpec]:

@@ -315,3 +315,32 @@ def test_openai_tools_become_specs() -> None:
         {"name": "g", "description": "bare function object"},
     ]
     assert tool_specs(tools) == [ToolSpec("f", {"type": "object"}), ToolSpec("g", None)]
+
+
+@pytest.mark.parametrize("name", tool_parser_names())
+def test_declared_properties_are_the_only_ones_unless_the_schema_opens_more(
+    name: str, vocab: Vocab
+) -> None:
+    """LangChain's schemas leave ``additionalProperties`` out; an untrained model then wrote
+    invented keys until max_tokens. Unsaid means none, as in OpenAI's strict mode."""
+    unsaid = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "where": {"type": "object", "properties": {"lat": {"type": "number"}}},
+        },
+        "required": ["city"],
+    }
+    opened = {**unsaid, "additionalProperties": True}
+    render = renderer(name, vocab)
+    extra = ("get_weather", '{"city": "Paris", "zone": "x"}')
+    nested = ("get_weather", '{"city": "Paris", "where": {"lat": 1, "lon": 2}}')
+    fine = ("get_weather", '{"city": "Paris", "where": {"lat": 1}}')
+    for schema, allows_extra in ((unsaid, False), (opened, True)):
+        parser = get_tool_parser(name, vocab.special)
+        grammar = compile_grammar(
+            parser.forced_call_grammar([ToolSpec("get_weather", schema)], parallel=False), vocab
+        )
+        assert accepts(grammar, vocab, render([fine]))
+        assert accepts(grammar, vocab, render([extra])) == allows_extra
+        assert not accepts(grammar, vocab, render([nested]))  # the nested object said nothing
