@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server")
     pr.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "profile")
 
+    st = sub.add_parser("steps", help="the batch decoder's step time against its row count")
+    st.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
+    st.add_argument("--rows", type=_ints, default=[1, 2, 4, 8])
+    st.add_argument("--threads", type=int, default=2)
+
     g = sub.add_parser("load", help="load-test any server (this one or OpenAI-compatible)")
     g.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8002")
     g.add_argument("--protocol", choices=["native", "openai", "completions"], default="openai")
@@ -115,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
 
         env = dict(item.split("=", 1) for item in args.env)
         print(profile(args.shape, args.seconds, args.out, env, args.protocol).read_text())
+        return 0
+
+    if args.cmd == "steps":
+        from bench.models import ensure_models
+        from bench.steps import steps
+
+        print(steps(ensure_models(args.shape)["int4"], args.rows, args.threads))
         return 0
 
     from bench.loadgen import Client, RequestSpec, run_load
