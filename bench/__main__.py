@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--rows", type=_ints, default=[1, 2, 4, 8])
     st.add_argument("--threads", type=int, default=2)
 
+    sub.add_parser("models", help="RSS per extra loaded model; adapter vs base TTFT")
+
     g = sub.add_parser("load", help="load-test any server (this one or OpenAI-compatible)")
     g.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8002")
     g.add_argument("--protocol", choices=["native", "openai", "completions"], default="openai")
@@ -120,6 +122,13 @@ def main(argv: list[str] | None = None) -> int:
 
         env = dict(item.split("=", 1) for item in args.env)
         print(profile(args.shape, args.seconds, args.out, env, args.protocol).read_text())
+        return 0
+
+    if args.cmd == "models":
+        from bench.model_costs import report
+        from bench.models import ensure_models
+
+        print(report(ensure_models("smollm2-135m")["int4"]))
         return 0
 
     if args.cmd == "steps":
