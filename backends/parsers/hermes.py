@@ -13,7 +13,7 @@ text however the output is decoded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from backends.parsers.call_block import CallBlock
 from backends.parsers.call_bodies import CallObject
@@ -38,26 +38,14 @@ class HermesToolParser(ToolParser):
     def forced_call_grammar(
         self, tools: Sequence[ToolSpec], *, tool_name: str | None = None, parallel: bool = True
     ) -> str:
-        return forced_call_grammar(
-            tools, tool_name=tool_name, parallel=parallel, special_tokens=self.special_tokens
+        """``<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>``, one block per line."""
+        tokens = self.special_tokens
+        open_, close = token_or_text(OPEN, tokens), token_or_text(CLOSE, tokens)
+
+        def call(tool: ToolSpec, args: str) -> str:
+            header = lark_string("\n" + json_call_header(tool.name))
+            return f'{open_} {header} {args} "}}\\n" {close}'
+
+        return build_grammar(
+            tools, tool_name=tool_name, parallel=parallel, call=call, separator=r'"\n"'
         )
-
-
-def forced_call_grammar(
-    tools: Sequence[ToolSpec],
-    *,
-    tool_name: str | None = None,
-    parallel: bool = True,
-    special_tokens: Mapping[str, int] | None = None,
-) -> str:
-    """``<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>``, one block per line."""
-    tokens = special_tokens or {}
-    open_, close = token_or_text(OPEN, tokens), token_or_text(CLOSE, tokens)
-
-    def call(tool: ToolSpec, args: str) -> str:
-        header = lark_string("\n" + json_call_header(tool.name))
-        return f'{open_} {header} {args} "}}\\n" {close}'
-
-    return build_grammar(
-        tools, tool_name=tool_name, parallel=parallel, call=call, separator=r'"\n"'
-    )

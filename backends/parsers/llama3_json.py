@@ -14,7 +14,7 @@ object with a ``name`` key alone may just be an answer in JSON.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from backends.parsers.call_block import CallBlock
 from backends.parsers.call_bodies import CallObject
@@ -42,23 +42,13 @@ class Llama3JsonToolParser(ToolParser):
     def forced_call_grammar(
         self, tools: Sequence[ToolSpec], *, tool_name: str | None = None, parallel: bool = True
     ) -> str:
-        return forced_call_grammar(
-            tools, tool_name=tool_name, parallel=parallel, special_tokens=self.special_tokens
+        """``{"name": ..., "parameters": ...}``, parallel calls separated by ``"; "``.
+
+        No ``<|python_tag|>``: Meta's JSON tool prompt asks for the bare object."""
+
+        def call(tool: ToolSpec, args: str) -> str:
+            return f'{lark_string(json_call_header(tool.name, "parameters"))} {args} "}}"'
+
+        return build_grammar(
+            tools, tool_name=tool_name, parallel=parallel, call=call, separator='"; "'
         )
-
-
-def forced_call_grammar(
-    tools: Sequence[ToolSpec],
-    *,
-    tool_name: str | None = None,
-    parallel: bool = True,
-    special_tokens: Mapping[str, int] | None = None,
-) -> str:
-    """``{"name": ..., "parameters": ...}``, parallel calls separated by ``"; "``.
-
-    No ``<|python_tag|>``: Meta's JSON tool prompt asks for the bare object."""
-
-    def call(tool: ToolSpec, args: str) -> str:
-        return f'{lark_string(json_call_header(tool.name, "parameters"))} {args} "}}"'
-
-    return build_grammar(tools, tool_name=tool_name, parallel=parallel, call=call, separator='"; "')

@@ -18,7 +18,7 @@ accepted too. The grammar uses the v11 form when the vocabulary has ``[ARGS]``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from backends.parsers.call_block import CallBlock
 from backends.parsers.call_bodies import WS, Body, ListOrObject, PendingCall, arguments_text
@@ -46,8 +46,34 @@ class MistralToolParser(ToolParser):
     def forced_call_grammar(
         self, tools: Sequence[ToolSpec], *, tool_name: str | None = None, parallel: bool = True
     ) -> str:
-        return forced_call_grammar(
-            tools, tool_name=tool_name, parallel=parallel, special_tokens=self.special_tokens
+        """``[TOOL_CALLS]name[ARGS]{...}`` per call when the vocabulary has ``[ARGS]`` (v11+),
+        else ``[TOOL_CALLS][call, call, ...]``."""
+        tokens = self.special_tokens
+        tool_calls = token_or_text(TOOL_CALLS, tokens)
+        if ARGS in tokens:
+            for tool in tools:
+                if not NAME.fullmatch(tool.name):
+                    raise ValueError(
+                        f"Tool name {tool.name!r} cannot be written in Mistral's v11 form."
+                    )
+            args_token = token_or_text(ARGS, tokens)
+
+            def named(tool: ToolSpec, args: str) -> str:
+                return f"{tool_calls} {lark_string(tool.name)} {args_token} {args}"
+
+            return build_grammar(tools, tool_name=tool_name, parallel=parallel, call=named)
+
+        def listed(tool: ToolSpec, args: str) -> str:
+            return f'{lark_string(json_call_header(tool.name))} {args} "}}"'
+
+        return build_grammar(
+            tools,
+            tool_name=tool_name,
+            parallel=parallel,
+            call=listed,
+            separator='", "',
+            before=f'{tool_calls} "["',
+            after='"]"',
         )
 
 
@@ -145,41 +171,3 @@ class NamedCall(Body):
             self.call.arguments = arguments
             self.status = "done" if arguments is not None else "error"
         return j
-
-
-def forced_call_grammar(
-    tools: Sequence[ToolSpec],
-    *,
-    tool_name: str | None = None,
-    parallel: bool = True,
-    special_tokens: Mapping[str, int] | None = None,
-) -> str:
-    """``[TOOL_CALLS]name[ARGS]{...}`` per call when the vocabulary has ``[ARGS]`` (v11+),
-    else ``[TOOL_CALLS][call, call, ...]``."""
-    tokens = special_tokens or {}
-    tool_calls = token_or_text(TOOL_CALLS, tokens)
-    if ARGS in tokens:
-        for tool in tools:
-            if not NAME.fullmatch(tool.name):
-                raise ValueError(
-                    f"Tool name {tool.name!r} cannot be written in Mistral's v11 form."
-                )
-        args_token = token_or_text(ARGS, tokens)
-
-        def named(tool: ToolSpec, args: str) -> str:
-            return f"{tool_calls} {lark_string(tool.name)} {args_token} {args}"
-
-        return build_grammar(tools, tool_name=tool_name, parallel=parallel, call=named)
-
-    def listed(tool: ToolSpec, args: str) -> str:
-        return f'{lark_string(json_call_header(tool.name))} {args} "}}"'
-
-    return build_grammar(
-        tools,
-        tool_name=tool_name,
-        parallel=parallel,
-        call=listed,
-        separator='", "',
-        before=f'{tool_calls} "["',
-        after='"]"',
-    )

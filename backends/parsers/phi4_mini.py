@@ -7,7 +7,7 @@ A single call object without the list is accepted too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from backends.parsers.call_block import CallBlock
 from backends.parsers.call_bodies import ListOrObject
@@ -32,30 +32,18 @@ class Phi4MiniToolParser(ToolParser):
     def forced_call_grammar(
         self, tools: Sequence[ToolSpec], *, tool_name: str | None = None, parallel: bool = True
     ) -> str:
-        return forced_call_grammar(
-            tools, tool_name=tool_name, parallel=parallel, special_tokens=self.special_tokens
+        """``<|tool_call|>[call, call, ...]<|/tool_call|>``."""
+        tokens = self.special_tokens
+
+        def call(tool: ToolSpec, args: str) -> str:
+            return f'{lark_string(json_call_header(tool.name))} {args} "}}"'
+
+        return build_grammar(
+            tools,
+            tool_name=tool_name,
+            parallel=parallel,
+            call=call,
+            separator='", "',
+            before=f'{token_or_text(OPEN, tokens)} "["',
+            after=f'"]" {token_or_text(CLOSE, tokens)}',
         )
-
-
-def forced_call_grammar(
-    tools: Sequence[ToolSpec],
-    *,
-    tool_name: str | None = None,
-    parallel: bool = True,
-    special_tokens: Mapping[str, int] | None = None,
-) -> str:
-    """``<|tool_call|>[call, call, ...]<|/tool_call|>``."""
-    tokens = special_tokens or {}
-
-    def call(tool: ToolSpec, args: str) -> str:
-        return f'{lark_string(json_call_header(tool.name))} {args} "}}"'
-
-    return build_grammar(
-        tools,
-        tool_name=tool_name,
-        parallel=parallel,
-        call=call,
-        separator='", "',
-        before=f'{token_or_text(OPEN, tokens)} "["',
-        after=f'"]" {token_or_text(CLOSE, tokens)}',
-    )
