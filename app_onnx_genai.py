@@ -2,7 +2,7 @@
 
 The models are loaded in the lifespan (never at import), each by its own
 :class:`InferenceService`, all kept in a :class:`ModelRegistry` on ``app.state``; routes reach
-it through the ``ServiceDep`` dependency (routes/deps.py).
+it through the ``ServiceDep`` dependency (routes/http/deps.py).
 """
 
 from __future__ import annotations
@@ -14,16 +14,23 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from backends.registry import ModelRegistry
-from backends.service import InferenceService
+from backends.core.registry import ModelRegistry
+from backends.core.service import InferenceService
 from metrics.prometheus import ServerMetrics
-from routes import admin, anthropic, generate, native, openai, ops, responses, tokenizer
-from routes.auth import install_auth_and_cors
-from routes.body_limit import BodyLimitMiddleware
-from routes.errors import install_error_handlers
-from routes.middleware import RequestIdMiddleware
+from routes.anthropic import router as anthropic
+from routes.http.auth import install_auth_and_cors
+from routes.http.body_limit import BodyLimitMiddleware
+from routes.http.errors import install_error_handlers
+from routes.http.request_ids import RequestIdMiddleware
+from routes.http.sse import document_event_schemas
 from routes.model_configs import service_configs
-from routes.sse import document_event_schemas
+from routes.native import generate
+from routes.native import router as native
+from routes.openai import router as openai
+from routes.ops import admin
+from routes.ops import router as ops
+from routes.responses import router as responses
+from routes.tokenizer import router as tokenizer
 from routes.web import mount_page
 from schemas.native import StreamDone, StreamToken
 from schemas.openai import ChatCompletionChunk, Completion

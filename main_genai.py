@@ -24,13 +24,13 @@ from typing import Any
 import uvicorn
 from pydantic import SecretStr, ValidationError
 
+from backends.core.registry import ModelRegistry
 from backends.errors import StartupError
-from backends.model_folder import inspect_model_folder
-from backends.providers import detect_available, select_provider
-from backends.registry import ModelRegistry
-from backends.runtime import check_adapters, import_og, resolve_max_length
+from backends.models.folder import inspect_model_folder
+from backends.models.loader import check_adapters, import_og, resolve_max_length
+from backends.models.providers import detect_available, select_provider
+from routes.http.slow_clients import server_options
 from routes.model_configs import service_configs
-from routes.slow_clients import server_options
 from schemas.cli import parse_args
 from schemas.settings import PARTS, Settings, env_name, unknown_env_names
 
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["export"]:  # a subcommand with its own flags, not the server's
-        from backends.export import main as export_main
+        from backends.models.export import main as export_main
 
         return export_main(args[1:])
     overrides = parse_args(argv)

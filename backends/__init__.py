@@ -2,6 +2,6 @@
 scheduling strategies, model loading and execution-provider choice.
 
 Nothing here imports FastAPI or the HTTP schemas: the doors (the HTTP routes, the in-process
-client) build a :class:`backends.request.GenerationRequest` and read the pieces of the
-:class:`backends.handle.RequestHandle` that ``InferenceService.submit`` returns.
+client) build a :class:`backends.core.request.GenerationRequest` and read the pieces of the
+:class:`backends.core.handle.RequestHandle` that ``InferenceService.submit`` returns.
 """

@@ -17,7 +17,7 @@ class ModelConfig:
 
     path: Path
     name: str = "onnx-genai"
-    device: str = "auto"  # "auto" or a key of backends.providers.PROVIDERS
+    device: str = "auto"  # "auto" or a key of backends.models.providers.PROVIDERS
     variant: str | None = None  # hub-layout folder: the variant or ONNX file; None: by device
     intra_op_threads: int | None = None  # None: every CPU this process may use
     max_length: int | None = None  # None: the model's context length

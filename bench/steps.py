@@ -13,9 +13,9 @@ import numpy as np
 def steps(folder: Path, rows: list[int], threads: int, history: int = 200, runs: int = 40) -> str:
     import onnxruntime as ort
 
-    from backends.batch.decoder import Decoder, read_spec, session_options
-    from backends.batch.kv_cache import KVCache
-    from backends.model_folder import inspect_model_folder
+    from backends.engine.batch.decoder import Decoder, read_spec, session_options
+    from backends.engine.batch.kv_cache import KVCache
+    from backends.models.folder import inspect_model_folder
 
     model = inspect_model_folder(folder)
     path = str(model.path / model.config["model"]["decoder"]["filename"])

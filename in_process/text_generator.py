@@ -20,9 +20,9 @@ from collections.abc import Coroutine, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from backends.handle import ChoiceResult, RequestHandle, Result
-from backends.request import ChatPrompt, GenerationRequest, TextPrompt, json_schema_guidance
-from backends.service import InferenceService
+from backends.core.handle import ChoiceResult, RequestHandle, Result
+from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt, json_schema_guidance
+from backends.core.service import InferenceService
 from backends.types import PlacedToken, SamplingParams
 from routes.model_configs import service_config
 from schemas.settings import Settings

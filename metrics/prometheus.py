@@ -14,8 +14,8 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from backends.handle import FinishedChoice
-from backends.service import ServiceStats
+from backends.core.handle import FinishedChoice
+from backends.core.service import ServiceStats
 
 log = logging.getLogger("genai.requests")
 
@@ -105,7 +105,7 @@ class ServerMetrics:
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
-    # ---- backends.registry.Attachments ---------------------------------------------------
+    # ---- backends.core.registry.Attachments ---------------------------------------------------
     def attach(self, service: StatsSource) -> ModelMetrics:
         name = service.model_name
         self.running.labels(name).set_function(lambda: service.stats().running)
@@ -142,7 +142,7 @@ class StatsSource(Protocol):
 
 
 class ModelMetrics:
-    """One model's metrics: the backends.service.Observer of its service."""
+    """One model's metrics: the backends.core.service.Observer of its service."""
 
     def __init__(self, metrics: ServerMetrics, model: str) -> None:
         self.m, self.model = metrics, model

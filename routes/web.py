@@ -4,7 +4,7 @@
 The page is a client of the public API like any other: its own files are open, its API calls
 send the key the user types. The mount answers only the page's own paths, listed from the
 folder (:func:`page_paths`), so every other path keeps the API's 404/405 in the one error shape
-instead of falling into a catch-all; routes/auth.py opens the same list.
+instead of falling into a catch-all; routes/http/auth.py opens the same list.
 """
 
 from __future__ import annotations

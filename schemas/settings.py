@@ -34,11 +34,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_MODEL_DIR = REPO_ROOT / "models" / "demo-llama"
 ENV_FILE = ".env"
 
-# Tied to backends.providers.PROVIDERS and backends.config.SCHEDULERS by tests/test_settings.py
-# (schemas/ may not import backends/).
+# Tied to backends.models.providers.PROVIDERS and backends.config.SCHEDULERS by
+# tests/schemas/test_settings.py (schemas/ may not import backends/).
 Device = Literal["auto", "cpu", "cuda", "directml", "coreml", "webgpu", "openvino", "qnn"]
 SchedulerName = Literal["auto", "generator", "engine", "batch"]
-# Tied to backends.parsers' registry by tests/test_settings.py.
+# Tied to backends.chat.parsers' registry by tests/schemas/test_settings.py.
 ToolParserName = Literal["auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json"]
 ReasoningParserName = Literal["auto", "none", "think", "mistral"]
 

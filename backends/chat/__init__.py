@@ -1,0 +1,1 @@
+"""Chat: messages to prompt, and output text to content, reasoning and tool calls."""

@@ -1,0 +1,110 @@
+"""One choice's visible text split into what each API family reports: the answer, the model's
+thinking, and its tool calls.
+
+Runs on the event loop, on the text the owner thread has already cleared of stop strings: the
+reasoning parser first (``<think>...</think>``), then the tool-call parser on what is left.
+Every door (chat completions, Responses, Messages) reads the same split, streamed or whole.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from backends.chat.parsers import (
+    ContentDelta,
+    ReasoningDelta,
+    ReasoningParser,
+    ReasoningStream,
+    ToolCallArgumentsDelta,
+    ToolCallStart,
+    ToolCallStream,
+    ToolParser,
+)
+
+
+@dataclass(frozen=True)
+class CallDelta:
+    """Part of tool call ``index``: its start (``id`` and ``name`` set), or more arguments."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class ToolCallResult:
+    id: str
+    name: str
+    arguments: str  # a JSON object, as the model wrote it
+
+
+@dataclass(frozen=True)
+class Split:
+    """What a piece of text turned out to be."""
+
+    content: str = ""
+    reasoning: str = ""
+    calls: tuple[CallDelta, ...] = ()
+
+
+def call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class ChatOutput:
+    """Feed one choice's text in order, then ``finish`` once."""
+
+    def __init__(
+        self,
+        tools: ToolParser | None,
+        reasoning: ReasoningParser | None,
+        starts_in_reasoning: bool = False,
+    ) -> None:
+        self._tools: ToolCallStream | None = tools.stream() if tools is not None else None
+        self._reasoning: ReasoningStream | None = (
+            reasoning.stream(starts_in_reasoning=starts_in_reasoning)
+            if reasoning is not None
+            else None
+        )
+        self.calls: dict[int, ToolCallResult] = {}
+
+    def feed(self, text: str) -> Split:
+        if self._reasoning is None:
+            return self._content(text, final=False)
+        return self._split(self._reasoning.feed(text), final=False)
+
+    def finish(self) -> Split:
+        if self._reasoning is None:
+            return self._content("", final=True)
+        return self._split(self._reasoning.finish(), final=True)
+
+    def _split(self, events: list[ContentDelta | ReasoningDelta], *, final: bool) -> Split:
+        reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+        text = "".join(e.text for e in events if isinstance(e, ContentDelta))
+        rest = self._content(text, final=final)
+        return Split(rest.content, reasoning, rest.calls)
+
+    def _content(self, text: str, *, final: bool) -> Split:
+        if self._tools is None:
+            return Split(text)
+        events = self._tools.feed(text) if text else []
+        if final:
+            events += self._tools.finish()
+        content: list[str] = []
+        calls: list[CallDelta] = []
+        for event in events:
+            if isinstance(event, ContentDelta):
+                content.append(event.text)
+            elif isinstance(event, ToolCallStart):
+                call = ToolCallResult(call_id(), event.name, "")
+                self.calls[event.index] = call
+                calls.append(CallDelta(event.index, call.id, call.name))
+            elif isinstance(event, ToolCallArgumentsDelta):
+                call = self.calls[event.index]
+                self.calls[event.index] = ToolCallResult(
+                    call.id, call.name, call.arguments + event.text
+                )
+                calls.append(CallDelta(event.index, arguments=event.text))
+        return Split("".join(content), "", tuple(calls))

@@ -1,0 +1,73 @@
+"""The contract of a tool-call format: find calls in a whole output or in a stream, and build
+the grammar that forces a model to call.
+
+A format is one small module (``hermes``, ``llama3_json``, ``mistral``, ``phi4_mini``) with a
+:class:`ToolParser` subclass registered by name in :mod:`backends.chat.parsers.registry`. A subclass
+says only where calls begin (its markers) and what follows a marker (:meth:`open_block`); the
+scanning, holding back, streaming and error recovery are shared (:mod:`.tool_stream`), which is
+why ``extract`` and the stream agree by construction.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from backends.chat.parsers.call_block import CallBlock
+from backends.chat.parsers.tool_stream import ToolCallStream
+from backends.chat.parsers.types import ParsedOutput, ToolSpec
+
+
+class ToolParser(ABC):
+    """One tool-call format.
+
+    ``special_tokens`` maps the special tokens of the model's vocabulary to their ids (for
+    example ``{"<|python_tag|>": 128010}``). Parsing reads text and does not need them; the
+    grammars do, because a special token can only be produced as that token, never spelled.
+    """
+
+    name: ClassVar[str]
+    # Strings that open a call block wherever they appear.
+    markers: ClassVar[tuple[str, ...]] = ()
+    # Strings that open a call block only at the start of the output or right after a call
+    # (whitespace aside): Llama 3 writes its calls as bare JSON, and a "{" in prose is no call.
+    boundary_markers: ClassVar[tuple[str, ...]] = ()
+    # Every token the parser must find in the text: the markers above, closing ones included.
+    marker_tokens: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, special_tokens: Mapping[str, int] | None = None) -> None:
+        self.special_tokens: Mapping[str, int] = dict(special_tokens or {})
+
+    def kept_tokens(self) -> dict[int, str]:
+        """Id → text of the format's markers that are special tokens in this vocabulary.
+
+        onnxruntime-genai's decoder drops special tokens, so a door must write these back into
+        the text it feeds (Llama's ``<|python_tag|>``, Mistral's ``[TOOL_CALLS]``, Phi-4-mini's
+        ``<|tool_call|>``); without them the calls read as plain text."""
+        return {self.special_tokens[t]: t for t in self.marker_tokens if t in self.special_tokens}
+
+    @abstractmethod
+    def open_block(self, marker: str) -> CallBlock:
+        """A parser for what follows ``marker`` (one of :attr:`markers` or
+        :attr:`boundary_markers`)."""
+
+    @abstractmethod
+    def forced_call_grammar(
+        self, tools: Sequence[ToolSpec], *, tool_name: str | None = None, parallel: bool = True
+    ) -> str:
+        """An llguidance Lark grammar under which the model can only call: one or more calls
+        (exactly one unless ``parallel``) to any of ``tools`` (``tool_choice="required"``), or
+        exactly one call to ``tool_name`` (a named ``tool_choice``). Each call's arguments
+        match that tool's schema, and the output parses back with :meth:`extract`."""
+
+    def extract(self, text: str) -> ParsedOutput:
+        """A whole output's content and calls."""
+        stream = self.stream()
+        events = stream.feed(text)
+        events += stream.finish()
+        return ParsedOutput.from_events(events)
+
+    def stream(self, *, stream_arguments: bool = False) -> ToolCallStream:
+        """A parser for one streamed output (see :mod:`.tool_stream` for ``stream_arguments``)."""
+        return ToolCallStream(self, stream_arguments=stream_arguments)

@@ -1,0 +1,1 @@
+"""The core: request in, handle out; the model registry; per-request timing."""

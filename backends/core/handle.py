@@ -1,0 +1,283 @@
+"""What ``InferenceService.submit`` returns: one request's choices, as the asyncio side sees them.
+
+Events arrive from the owner thread through ``call_soon_threadsafe`` into one queue per request,
+so the ``n`` choices of a request merge in the order they were made, with no task per choice.
+Timing is taken when the event loop receives an event, so it does not depend on how fast (or
+whether) a door consumes the pieces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from backends.chat.output import CallDelta, ChatOutput, Split, ToolCallResult
+from backends.chat.parsers import ReasoningParser, ToolParser
+from backends.core.timing import RequestMetrics, RequestTimer
+from backends.errors import (
+    GenAIError,
+    GenerationFailed,
+    RequestCancelled,
+    RequestTimedOut,
+    ShuttingDown,
+)
+from backends.types import (
+    CancelCause,
+    ChoiceFinish,
+    Delta,
+    FinishEvent,
+    FinishReason,
+    PlacedToken,
+    PreparedPrompt,
+    TokenEvent,
+    Usage,
+)
+
+# The ends a door is told as a finish reason; the others are raised (Choice.server_ended).
+_DOOR_REASONS: dict[FinishReason, ChoiceFinish] = {
+    "stop": "stop",
+    "length": "length",
+    "cancelled": "cancelled",
+}
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A choice's newly visible text; ``finish_reason`` is set on each choice's last piece.
+
+    With output splitting (``OutputParsers``), ``text`` is the answer only, ``reasoning`` the
+    model's thinking and ``calls`` its tool calls as they are read."""
+
+    index: int  # prompt index × n + i
+    text: str
+    token: TokenEvent | None = None  # the token generated at this step, if one was
+    tokens: tuple[PlacedToken, ...] = ()  # tokens whose text is now visible (for logprobs)
+    finish_reason: ChoiceFinish | None = None
+    last: bool = False  # the request's last piece: every choice has finished
+    reasoning: str = ""
+    calls: tuple[CallDelta, ...] = ()
+
+
+@dataclass
+class ChoiceResult:
+    index: int
+    text: str = ""
+    tokens: list[PlacedToken] = field(default_factory=list)
+    finish_reason: ChoiceFinish = "stop"
+    completion_tokens: int = 0
+    reasoning: str = ""
+    tool_calls: list[ToolCallResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OutputParsers:
+    """How to split a chat's output: its tool calls (when the request gave tools) and the
+    model's thinking (when the door can report it)."""
+
+    tools: ToolParser | None = None
+    reasoning: ReasoningParser | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    choices: list[ChoiceResult]
+    usage: Usage
+    metrics: RequestMetrics
+
+
+@dataclass(frozen=True)
+class FinishedChoice:
+    """Handed to the observer once a choice ended (metrics, the request log line)."""
+
+    id: str
+    finish: FinishEvent
+    metrics: RequestMetrics
+
+
+@dataclass
+class Choice:
+    """One sequence of a request, on the asyncio side."""
+
+    id: str  # the job's id: the request id, with ".index" when there are several
+    index: int
+    prompt_index: int
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    cause: CancelCause | None = None  # who cancelled it, if anyone did
+    generated: int = 0
+    finish: FinishEvent | None = None
+
+    def cancel(self, cause: CancelCause) -> None:
+        if self.cause is None:
+            self.cause = cause
+        self.cancelled.set()
+
+    def server_ended(self) -> GenAIError | None:
+        """The error for an end the server imposed (honest endings: never a normal finish)."""
+        assert self.finish is not None
+        made = f"after {self.generated} of its tokens"
+        if self.finish.reason == "error":
+            return GenerationFailed(f"Generation failed: {self.finish.error}")
+        if self.finish.reason == "timeout":
+            return RequestTimedOut(f"The request exceeded GENAI_REQUEST_TIMEOUT, {made}.")
+        if self.finish.reason != "cancelled" or self.cause == "client":
+            return None
+        if self.cause == "admin":
+            return RequestCancelled(f"An administrator cancelled the request, {made}.")
+        return ShuttingDown(f"The server shut down before the request finished, {made}.")
+
+
+class RequestHandle:
+    """Iterate for :class:`Piece` s (or ``await result()``); ``cancel()`` stops every choice.
+
+    Leaving the iteration early cancels the request, so a door whose client went away stops
+    its generation just by not reading on. A choice the server ended (GENAI_REQUEST_TIMEOUT,
+    an operator's cancel, a shutdown) raises the error saying so, on every door alike: it is
+    never passed off as a normal finish."""
+
+    def __init__(
+        self,
+        request_id: str,
+        model: str,
+        choices: list[Choice],
+        timer: RequestTimer,
+        on_token: Callable[[float | None], None] = lambda gap: None,
+        on_finish: Callable[[Choice, FinishedChoice], None] = lambda c, f: None,
+        parsers: OutputParsers | None = None,
+    ) -> None:
+        self.id = request_id
+        self.model = model
+        self.choices = choices
+        self.prompts: list[PreparedPrompt] = []  # set once the owner thread tokenized them
+        self.created = int(time.time())
+        self._timer = timer
+        self._on_token = on_token
+        self._on_finish = on_finish
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[tuple[Choice, Delta | FinishEvent]] = asyncio.Queue()
+        self._metrics: RequestMetrics | None = None
+        self._unread = len(choices)  # choices whose last piece the door has not read yet
+        self._parsers = parsers
+        self._outputs: dict[int, ChatOutput] = {}
+
+    # ---- the owner thread's side ---------------------------------------------------------
+    def sink(self, choice: Choice) -> Callable[[Delta | FinishEvent], None]:
+        def deliver(event: Delta | FinishEvent) -> None:
+            try:
+                self._loop.call_soon_threadsafe(self._receive, choice, event)
+            except RuntimeError:  # loop closed: nobody is listening any more
+                pass
+
+        return deliver
+
+    def _receive(self, choice: Choice, event: Delta | FinishEvent) -> None:
+        if isinstance(event, FinishEvent):
+            choice.finish = event
+            if self.finished:
+                self._metrics = self._timer.finish(self.prompt_tokens)
+            self._on_finish(choice, FinishedChoice(choice.id, event, self.metrics()))
+        elif event.token is not None:
+            choice.generated += 1
+            self._timer.token()
+            self._on_token(self._timer.last_gap)
+        self._queue.put_nowait((choice, event))
+
+    # ---- the door's side -----------------------------------------------------------------
+    @property
+    def accepted(self) -> float:
+        """When the request was accepted (``time.perf_counter()``)."""
+        return self._timer.accepted
+
+    @property
+    def finished(self) -> bool:
+        return all(c.finish is not None for c in self.choices)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(len(p) for p in self.prompts)
+
+    def cancel(self) -> None:
+        """Stop every choice (the door's own doing: its client left, or it has enough)."""
+        for choice in self.choices:
+            choice.cancel("client")
+
+    async def __aiter__(self) -> AsyncIterator[Piece]:
+        try:
+            while self._unread:
+                choice, event = await self._queue.get()
+                output = self._output(choice)
+                if isinstance(event, Delta):
+                    split = output.feed(event.text) if output else Split(event.text)
+                    yield Piece(
+                        choice.index,
+                        split.content,
+                        event.token,
+                        event.ready,
+                        reasoning=split.reasoning,
+                        calls=split.calls,
+                    )
+                    continue
+                self._unread -= 1
+                error = choice.server_ended()
+                if error is not None:
+                    raise error
+                reason = _DOOR_REASONS[event.reason]
+                split = output.finish() if output else Split()
+                if output is not None and output.calls and reason == "stop":
+                    reason = "tool_calls"
+                yield Piece(
+                    choice.index,
+                    split.content,
+                    finish_reason=reason,
+                    last=not self._unread,
+                    reasoning=split.reasoning,
+                    calls=split.calls,
+                )
+        finally:
+            self.cancel()
+
+    def _output(self, choice: Choice) -> ChatOutput | None:
+        parsers = self._parsers
+        if parsers is None or (parsers.tools is None and parsers.reasoning is None):
+            return None
+        if choice.index not in self._outputs:
+            prompt = self.prompts[choice.prompt_index].text if self.prompts else ""
+            opened = parsers.reasoning is not None and parsers.reasoning.opened_by(prompt)
+            self._outputs[choice.index] = ChatOutput(parsers.tools, parsers.reasoning, opened)
+        return self._outputs[choice.index]
+
+    async def result(self) -> Result:
+        """Run every choice to its end."""
+        results = {c.index: ChoiceResult(c.index) for c in self.choices}
+        pieces: dict[int, list[str]] = {c.index: [] for c in self.choices}
+        thoughts: dict[int, list[str]] = {c.index: [] for c in self.choices}
+        async for piece in self:
+            pieces[piece.index].append(piece.text)
+            thoughts[piece.index].append(piece.reasoning)
+            results[piece.index].tokens.extend(piece.tokens)
+            if piece.finish_reason is not None:
+                results[piece.index].finish_reason = piece.finish_reason
+        for choice in self.choices:
+            result = results[choice.index]
+            result.text = "".join(pieces[choice.index])
+            result.reasoning = "".join(thoughts[choice.index])
+            output = self._outputs.get(choice.index)
+            result.tool_calls = [output.calls[i] for i in sorted(output.calls)] if output else []
+            result.completion_tokens = choice.generated
+        return Result(sorted(results.values(), key=lambda r: r.index), self.usage(), self.metrics())
+
+    def usage(self) -> Usage:
+        """Totals over every prompt and choice; a prompt's cached tokens count once."""
+        cached: dict[int, int] = {}
+        for c in self.choices:
+            if c.finish is not None:
+                reused = c.finish.usage.cached_tokens
+                cached[c.prompt_index] = max(cached.get(c.prompt_index, 0), reused)
+        completion = sum(c.generated for c in self.choices)
+        return Usage(self.prompt_tokens, completion, sum(cached.values()))
+
+    def metrics(self) -> RequestMetrics:
+        """Timing for the whole request, frozen once every choice finished."""
+        return self._metrics or self._timer.finish(self.prompt_tokens)

@@ -1,0 +1,516 @@
+"""The core every front door shares: ``submit(GenerationRequest) -> RequestHandle``.
+
+One call admits a request, renders and tokenizes its prompts, checks and plans every choice and
+queues them, in one trip to the owner thread; blocking native work never runs on the event
+loop. Routes, metrics and the in-process client reach the backend only through the public
+methods here and the read-only :class:`ServiceStats` snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from backends.chat.prompt_worker import THRESHOLD_CHARS, PromptWorker
+from backends.chat.tools import apply_tools, output_parsers
+from backends.config import SchedulerName, ServiceConfig
+from backends.core.handle import Choice, FinishedChoice, OutputParsers, RequestHandle
+from backends.core.planning import (
+    check_beams,
+    check_guidance,
+    check_prompt_size,
+    check_vocabulary,
+    choice_params,
+    plan_max_new_tokens,
+    prepare_prompt,
+    refuse_unsupported,
+    templates_of,
+)
+from backends.core.request import GenerationRequest, Prompt
+from backends.core.timing import RequestTimer
+from backends.engine.fallback import WithFallback
+from backends.engine.profiling import ProfileWindow
+from backends.engine.scheduler import Job, Scheduler, Strategy
+from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
+from backends.models.loader import LoadedModel
+from backends.types import PreparedPrompt
+
+log = logging.getLogger("genai.service")
+
+Status = Literal["loading", "ok", "error"]
+
+
+class Observer(Protocol):
+    """Hooks for metrics; called on the event loop."""
+
+    def on_rejected(self) -> None: ...
+
+    def on_token(self, gap: float | None) -> None:
+        """A token reached the event loop, ``gap`` seconds after the request's previous one."""
+
+    def on_finished(self, choice: FinishedChoice) -> None: ...
+
+
+@dataclass(frozen=True)
+class RequestStats:
+    id: str
+    state: Literal["running", "waiting"]
+    prompt_tokens: int
+    generated_tokens: int
+    age_seconds: float
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class ServiceStats:
+    running: int
+    waiting: int
+    requests: tuple[RequestStats, ...]
+
+
+def strategy_factory(config: ServiceConfig) -> Callable[[LoadedModel], Strategy]:
+    """Pick the scheduling strategy once the model is loaded (``auto`` looks at the model)."""
+    model_cfg, slots = config.model, config.limits.max_concurrency
+
+    def make(model: LoadedModel) -> Strategy:
+        name, chosen = model_cfg.scheduler, model_cfg.scheduler != "auto"
+        if name == "auto":
+            name = auto_strategy(model)
+        if name == "batch":
+            from backends.engine.batch.decoder import UnsupportedModel
+            from backends.engine.batch.strategy import BatchStrategy
+
+            try:
+                batch = BatchStrategy.create(
+                    model,
+                    slots=slots,
+                    prefill_chunk=model_cfg.prefill_chunk,
+                    cache_size=model_cfg.cache_sequences,
+                    kv_budget_mib=model_cfg.kv_cache_mib,
+                )
+                # Beam search and adapters, which batch cannot do, go to a generator.
+                return WithFallback(batch, lambda: generator(model))
+            except UnsupportedModel as exc:
+                log.log(
+                    logging.WARNING if chosen else logging.INFO,
+                    "batch scheduler: cannot serve this model (%s); using generator",
+                    exc,
+                )
+                name = "generator"
+        if name == "engine":
+            from backends.engine.og_engine import EngineStrategy
+
+            return EngineStrategy(model, cache_size=model_cfg.cache_sequences)
+        return generator(model)
+
+    def generator(model: LoadedModel) -> Strategy:
+        from backends.engine.generator import GeneratorStrategy
+
+        return GeneratorStrategy(
+            model, prefill_chunk=model_cfg.prefill_chunk, cache_size=model_cfg.cache_sequences
+        )
+
+    return make
+
+
+def auto_strategy(model: LoadedModel) -> SchedulerName:
+    """``auto``: the Engine's continuous batching where the model has it (paged attention on
+    an accelerator); on the CPU our own continuous batching (``batch``, which falls back to
+    the generator for a graph it does not understand); the generator for LoRA adapters, which
+    only it applies, and for the rest."""
+    if model.adapter_files:
+        return "generator"
+    if model.dynamic_batching:
+        return "engine"
+    return "batch" if model.provider.name == "cpu" else "generator"
+
+
+def decode(model: LoadedModel, token_ids: Sequence[int]) -> str:
+    """Token ids to text as generation decodes them: through a tokenizer stream.
+    (``Tokenizer.decode`` of a whole sequence stopped at the first byte token that is not
+    valid UTF-8 on its own, silently dropping the rest.)"""
+    stream = model.tokenizer.create_stream()
+    return "".join(str(stream.decode(int(t))) for t in token_ids)
+
+
+def beam_leads(jobs: list[Job], n: int) -> list[Job]:
+    """Beam search: one search per prompt returns its ``n`` choices; the first choice's job
+    runs it and carries the others as followers."""
+    leads = jobs[::n]
+    for i, lead in enumerate(leads):
+        lead.followers = jobs[i * n + 1 : (i + 1) * n]
+    return leads
+
+
+def _let_loop_deliver(loop: asyncio.AbstractEventLoop, timeout: float = 0.005) -> None:
+    """Block the owner thread until the event loop has passed on the tokens just delivered.
+
+    onnxruntime-genai holds the GIL for a whole model step (a 1 ms sleep in another thread
+    woke only after the step ended), so a first token delivered right before the next step
+    would wait for that step before the event loop could send it: one decode step added to
+    TTFT. Waiting here (which releases the GIL) lets the loop run its callbacks and the woken
+    stream writers first. Done for first tokens only: on every token the handshake cost decode
+    speed; ``timeout`` bounds the wait if the loop is busy."""
+    done = threading.Event()
+    try:
+        # Two hops: the first runs after the delivery callbacks, the second after the tasks
+        # they woke (the SSE writers) got their turn.
+        loop.call_soon_threadsafe(loop.call_soon, done.set)
+    except RuntimeError:  # loop closed
+        return
+    done.wait(timeout)
+
+
+class InferenceService:
+    def __init__(
+        self,
+        config: ServiceConfig,
+        scheduler: Scheduler | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.config = config
+        self.observer = observer
+        self.draining = False
+        self._scheduler = scheduler or Scheduler(
+            config.model, strategy_factory(config), max_concurrency=config.limits.max_concurrency
+        )
+        self._inflight: dict[str, tuple[Choice, RequestHandle]] = {}
+        self._prompt_worker: PromptWorker | None = None
+        self._ids = itertools.count(1)
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start loading on the owner thread and wait for it; raises what loading raised."""
+        loop = asyncio.get_running_loop()
+        self._scheduler.after_first_tokens = lambda: _let_loop_deliver(loop)
+        self._scheduler.start()
+        await loop.run_in_executor(None, self._scheduler.loaded.wait)
+        if self._scheduler.load_error is not None:
+            raise self._scheduler.load_error
+
+    async def stop(self) -> None:
+        if self._prompt_worker is not None:
+            self._prompt_worker.close()
+        await asyncio.get_running_loop().run_in_executor(None, self._scheduler.stop)
+
+    async def drain(self, timeout: float) -> int:
+        """Stop admitting; wait up to ``timeout`` s for in-flight requests; cancel the rest.
+
+        Returns how many sequences had to be cancelled."""
+        self.draining = True
+        deadline = time.monotonic() + timeout
+        while self._inflight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        left = [choice for choice, _ in self._inflight.values()]
+        for choice in left:
+            choice.cancel("shutdown")
+        while self._inflight and time.monotonic() < deadline + 5:
+            await asyncio.sleep(0.02)
+        return len(left)
+
+    # ---- read-only state -----------------------------------------------------------------
+    @property
+    def status(self) -> Status:
+        if not self._scheduler.loaded.is_set():
+            return "loading"
+        return "error" if self._scheduler.load_error is not None else "ok"
+
+    @property
+    def model_name(self) -> str:
+        return self.config.model.name
+
+    @property
+    def adapter_names(self) -> tuple[str, ...]:
+        """LoRA adapters requests may name instead of the model (each applied to it)."""
+        return tuple(self.config.model.adapters)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.model_name, *self.adapter_names)
+
+    @property
+    def model_dir(self) -> Path:
+        return self.config.model.path
+
+    @property
+    def device(self) -> str:
+        model = self._scheduler.model
+        return model.provider.name if model is not None else self.config.model.device
+
+    @property
+    def max_length(self) -> int | None:
+        """Tokens one sequence may hold (prompt + output); None while loading."""
+        strategy = self._scheduler.strategy
+        return strategy.max_length if strategy is not None else None
+
+    @property
+    def strategy_name(self) -> str | None:
+        strategy = self._scheduler.strategy
+        return strategy.name if strategy is not None else None
+
+    @property
+    def load_error(self) -> BaseException | None:
+        return self._scheduler.load_error
+
+    def wait_loaded(self, timeout: float | None = None) -> bool:
+        """Block (not on the event loop) until loading ended, well or not."""
+        return self._scheduler.loaded.wait(timeout)
+
+    def stats(self) -> ServiceStats:
+        running_ids = set(self._scheduler.active_job_ids())
+        now = time.perf_counter()
+        requests = tuple(
+            RequestStats(
+                id=choice.id,
+                state="running" if choice.id in running_ids else "waiting",
+                prompt_tokens=len(handle.prompts[choice.prompt_index]) if handle.prompts else 0,
+                generated_tokens=choice.generated,
+                age_seconds=now - handle.accepted,
+            )
+            for choice, handle in list(self._inflight.values())
+        )
+        running = sum(r.state == "running" for r in requests)
+        return ServiceStats(running=running, waiting=len(requests) - running, requests=requests)
+
+    # ---- requests ------------------------------------------------------------------------
+    def check_model(self, name: str | None) -> None:
+        if name is not None and name not in self.names:
+            served = ", ".join(repr(n) for n in self.names)
+            raise ModelNotFound(
+                f"The model {name!r} does not exist; this server serves {served}.",
+                param="model",
+            )
+
+    async def submit(self, request: GenerationRequest) -> RequestHandle:
+        """Admit, prepare and queue every choice of ``request``; iterate the handle for them."""
+        self.check_model(request.model)
+        if not request.prompts or request.n < 1:
+            raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
+        self._admit(request.choice_count)
+        model, strategy = self._loaded()
+        request = apply_tools(model, request)
+        check_beams(request)
+        chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
+        if request.sampling.guidance is not None:
+            await asyncio.to_thread(check_guidance, request)
+        tokenized = None
+        if chars > THRESHOLD_CHARS:  # tokenizing holds the GIL: not in this process
+            tokenized = await self._worker(model).prepare(request.prompts, request.param("prompt"))
+        if tokenized is not None or request.sampling.guidance is not None:
+            self._admit(request.choice_count)  # the wait may have let others in
+        handle = self._new_handle(request, output_parsers(model, request))
+        prepared = self._scheduler.submit(
+            lambda model, strategy: self._prepare(model, strategy, request, handle, tokenized)
+        )
+        try:
+            # Shielded: once the owner thread has the request, it either queues every choice
+            # (they then end through the scheduler, cancelled if need be) or none.
+            await asyncio.shield(asyncio.wrap_future(prepared))
+        except asyncio.CancelledError:
+            handle.cancel()
+            loop = asyncio.get_running_loop()
+
+            def settle(fut: Future[None]) -> None:
+                if fut.exception() is not None:  # nothing was queued: nothing will finish
+                    with contextlib.suppress(RuntimeError):  # the loop is gone already
+                        loop.call_soon_threadsafe(self._forget, handle)
+
+            prepared.add_done_callback(settle)
+            raise
+        except BaseException:
+            self._forget(handle)
+            raise
+        return handle
+
+    def cancel(self, request_id: str) -> bool:
+        """Cancel the sequence ``request_id`` (as listed by :meth:`stats`)."""
+        entry = self._inflight.get(request_id)
+        if entry is None:
+            return False
+        entry[0].cancel("admin")
+        return True
+
+    async def tokenize(self, prompt: Prompt, model: str | None = None) -> PreparedPrompt:
+        """A prompt as the model would get it: rendered (a chat) and tokenized."""
+        self.check_model(model)
+        loaded, strategy = self._loaded()
+        request = apply_tools(loaded, GenerationRequest(prompt))
+        check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
+        param = request.param("prompt")
+        [prepared] = request.prompts
+        future = self._scheduler.call(lambda m: prepare_prompt(m, prepared, param))
+        result: PreparedPrompt = await asyncio.wrap_future(future)
+        return result
+
+    async def detokenize(self, token_ids: Sequence[int], model: str | None = None) -> str:
+        self.check_model(model)
+        loaded, _ = self._loaded()
+        vocab = loaded.vocab_size
+        bad = sorted({t for t in token_ids if not 0 <= t < vocab})
+        if bad:
+            raise InvalidRequest(
+                f"Token ids outside the vocabulary (0..{vocab - 1}): {bad[:10]}", param="tokens"
+            )
+        future = self._scheduler.call(lambda m: decode(m, token_ids))
+        text: str = await asyncio.wrap_future(future)
+        return text
+
+    async def start_profiling(self, window: ProfileWindow) -> None:
+        """onnxruntime profiling of the next ``window.steps`` model steps, files capped.
+
+        Raises NotImplementedError if the scheduler cannot profile."""
+        self._ready()
+        await asyncio.wrap_future(
+            self._scheduler.call(lambda _: self._scheduler.start_profile(window))
+        )
+
+    async def stop_profiling(self) -> int:
+        """End a profiling window now; how many profile files are kept."""
+        self._ready()
+        kept: int = await asyncio.wrap_future(
+            self._scheduler.call(lambda _: self._scheduler.end_profile())
+        )
+        return kept
+
+    @property
+    def profiling_steps_left(self) -> int:
+        window = self._scheduler.profile
+        return window.steps if window is not None else 0
+
+    # ---- internals -----------------------------------------------------------------------
+    def _ready(self) -> None:
+        if self.status != "ok":
+            raise NotReady(f"The model is not ready (status: {self.status}).")
+
+    def _loaded(self) -> tuple[LoadedModel, Strategy]:
+        model, strategy = self._scheduler.model, self._scheduler.strategy
+        if self.status != "ok" or model is None or strategy is None:
+            raise NotReady(f"The model is not ready (status: {self.status}).")
+        return model, strategy
+
+    def _worker(self, model: LoadedModel) -> PromptWorker:
+        if self._prompt_worker is None:
+            folder = model.folder
+            self._prompt_worker = PromptWorker(
+                folder.path, templates_of(folder), folder.special_tokens
+            )
+        return self._prompt_worker
+
+    def _admit(self, sequences: int) -> None:
+        """Refuse new work when draining or when running + waiting would pass the limit."""
+        if self.draining:
+            raise ShuttingDown("The server is shutting down; retry on another instance.")
+        self._ready()
+        limits = self.config.limits
+        limit = limits.max_concurrency + limits.max_queue
+        if sequences > limit:  # not even an idle server could take it: no point retrying
+            raise InvalidRequest(
+                f"The request asks for {sequences} sequences (prompts x n); this server runs "
+                f"{limits.max_concurrency} at once and queues {limits.max_queue} more, so it "
+                f"can take at most {limit} in one request.",
+                param="n",
+            )
+        if len(self._inflight) + sequences > limit:
+            if self.observer is not None:
+                self.observer.on_rejected()
+            raise Overloaded(
+                f"The server is at capacity ({len(self._inflight)} sequences running or "
+                f"waiting; limit {limit}). Retry later.",
+                headers={"Retry-After": "1"},
+            )
+
+    def _new_handle(
+        self, request: GenerationRequest, parsers: OutputParsers | None
+    ) -> RequestHandle:
+        base = request.request_id or f"gen-{next(self._ids)}"
+        if any(key == base or key.startswith(base + ".") for key in self._inflight):
+            base = f"{base}-{next(self._ids)}"
+        count, n = request.choice_count, request.n
+        choices = [
+            Choice(base if count == 1 else f"{base}.{i}", index=i, prompt_index=i // n)
+            for i in range(count)
+        ]
+        timer = RequestTimer(accepted=request.accepted_at)
+        handle = RequestHandle(
+            base,
+            request.model or self.model_name,
+            choices,
+            timer,
+            self._token,
+            self._finished,
+            parsers,
+        )
+        for choice in choices:
+            self._inflight[choice.id] = (choice, handle)
+        return handle
+
+    def _prepare(
+        self,
+        model: LoadedModel,
+        strategy: Strategy,
+        request: GenerationRequest,
+        handle: RequestHandle,
+        tokenized: list[PreparedPrompt] | None,
+    ) -> tuple[None, list[Job]]:
+        """On the owner thread: everything that can refuse the request, then its jobs.
+
+        The prompts are set on the handle here, before any of its events can be delivered."""
+        prompt_param, tokens_param = request.param("prompt"), request.param("max_tokens")
+        prompts = tokenized or [prepare_prompt(model, p, prompt_param) for p in request.prompts]
+        check_vocabulary(model, request)
+        adapter = request.model if request.model in self.adapter_names else None
+        limits = self.config.limits
+        deadline = request.deadline
+        if deadline is None and limits.request_timeout:
+            deadline = request.accepted_at + limits.request_timeout
+        jobs = []
+        for choice in handle.choices:
+            prompt = prompts[choice.prompt_index]
+            max_new = plan_max_new_tokens(
+                len(prompt),
+                request.max_tokens,
+                limits.default_max_tokens,
+                strategy.max_length,
+                prompt_param=prompt_param,
+                tokens_param=tokens_param,
+            )
+            params = choice_params(request, choice.index % request.n, max_new, adapter)
+            refuse_unsupported(strategy.name, strategy.unsupported(params), request)
+            jobs.append(
+                Job(
+                    choice.id,
+                    prompt.token_ids,
+                    params,
+                    handle.sink(choice),
+                    deadline=deadline,
+                    stops=tuple(request.stop),
+                    cancelled=choice.cancelled,
+                    group=handle.id,
+                )
+            )
+        handle.prompts = prompts
+        if request.sampling.num_beams > 1:
+            return None, beam_leads(jobs, request.n)
+        return None, jobs
+
+    def _forget(self, handle: RequestHandle) -> None:
+        for choice in handle.choices:
+            self._inflight.pop(choice.id, None)
+
+    def _token(self, gap: float | None) -> None:
+        if self.observer is not None:
+            self.observer.on_token(gap)
+
+    def _finished(self, choice: Choice, finished: FinishedChoice) -> None:
+        self._inflight.pop(choice.id, None)
+        if self.observer is not None:
+            self.observer.on_finished(finished)

@@ -1,0 +1,287 @@
+"""Strategy "batch": continuous batching on the CPU over a plain onnxruntime session.
+
+Every step runs at most one prefill chunk (of the oldest newcomer, into its own KV row) and
+one decode run for every sequence that has a token to feed, all rows together: a ragged
+batch, since the attention op reads each row's length from its mask row. A request that
+arrives mid-generation starts prefilling at the next step and joins the decode batch as soon
+as its prompt is in; a long prompt is fed in chunks, so it never freezes the others.
+``InferenceSession.run`` releases the GIL, so the event loop streams while the model runs.
+
+The decode batch is the contiguous range of rows up to the highest one decoding, so the busy
+rows are kept at the bottom: a sequence in a row above a row that is not busy (a finished
+sequence's, or a prefix match's high up) swaps places with it, copying only the positions in
+use. Rows in the range with nothing to decode (a newcomer still prefilling) ride along as
+dummies whose one new position is written just past what their row holds, where it harms
+nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
+from backends.engine.batch.guidance import Grammars, GuidanceError
+from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
+from backends.engine.batch.sampler import RowState, choose
+from backends.engine.batch.slots import SlotTable
+from backends.engine.logits import logprob_entries
+from backends.engine.scheduler import Job
+from backends.models.loader import LoadedModel
+from backends.types import FinishReason, GenerationParams, TokenEvent
+
+log = logging.getLogger("genai.batch")
+
+
+@dataclass
+class _Seq:
+    job: Job
+    row: int
+    tokens: list[int]  # tokens whose keys and values the row holds, in order
+    pending: list[int]  # prompt tokens still to prefill
+    state: RowState
+    stream: Any
+    next_token: int | None = None  # chosen and passed on, not yet fed to the model
+
+
+class BatchStrategy:
+    name = "batch"
+
+    def __init__(
+        self,
+        model: LoadedModel,
+        decoder: Decoder,
+        kv: KVCache,
+        *,
+        prefill_chunk: int = 256,
+        cache_size: int = 4,
+        make_session: Any = None,
+    ) -> None:
+        self.model = model
+        self.decoder = decoder
+        self.kv = kv
+        self.max_length = kv.capacity
+        self.prefill_chunk = prefill_chunk
+        self.slots = SlotTable(kv.slots, keep=cache_size)
+        self.grammars = Grammars(
+            model.folder.path / "tokenizer.json", decoder.spec.vocab_size, model.eos_token_ids
+        )
+        self._active: list[_Seq] = []
+        self._make_session = make_session
+        self._plain_session = decoder.session
+
+    @classmethod
+    def create(
+        cls,
+        model: LoadedModel,
+        *,
+        slots: int,
+        prefill_chunk: int = 256,
+        cache_size: int = 4,
+        kv_budget_mib: float | None = None,
+    ) -> BatchStrategy:
+        """The strategy for ``model``, or :class:`UnsupportedModel` saying why not."""
+        if model.provider.name != "cpu":
+            raise UnsupportedModel(f"it runs on the CPU only, not {model.provider.name}")
+        if not (model.folder.path / "tokenizer.json").is_file():
+            raise UnsupportedModel("constrained decoding needs tokenizer.json")
+        import onnxruntime as ort
+
+        decoder_cfg = model.folder.config["model"]["decoder"]
+        path = str(model.folder.path / decoder_cfg["filename"])
+
+        def make_session(profile_prefix: str | None = None) -> Any:
+            options = session_options(ort, model.folder, model.threads)
+            if profile_prefix is not None:
+                options.enable_profiling = True
+                options.profile_file_prefix = profile_prefix
+            return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+        session = make_session()
+        spec = read_spec(model.folder, {i.name: i.type for i in session.get_inputs()})
+        capacity = capacity_for(spec, slots, model.max_length, kv_budget_mib)
+        started = time.perf_counter()
+        kv = KVCache(spec, slots, capacity, ort)
+        log.info(
+            "batch scheduler: %d slots x %d tokens; KV cache %.1f MiB reserved in %.1f s "
+            "(%.1f KiB per token, %.1f MiB per slot)",
+            slots,
+            capacity,
+            kv.nbytes / MIB,
+            time.perf_counter() - started,
+            spec.bytes_per_token / 1024,
+            kv.nbytes / slots / MIB,
+        )
+        return cls(
+            model,
+            Decoder(spec, session, ort),
+            kv,
+            prefill_chunk=prefill_chunk,
+            cache_size=cache_size,
+            make_session=make_session,
+        )
+
+    # ---- Strategy ------------------------------------------------------------------------
+    def unsupported(self, params: GenerationParams) -> str | None:
+        if params.adapter is not None:
+            return "adapter"  # onnxruntime applies one adapter per run, not per row
+        if params.num_beams > 1:
+            return "num_beams"
+        return None
+
+    def active_jobs(self) -> list[Job]:
+        return [s.job for s in self._active]
+
+    def add(self, job: Job) -> None:
+        p = job.params
+        guide = self.grammars.matcher(*p.guidance) if p.guidance is not None else None
+        row, shared = self.slots.acquire(job.prompt_ids)
+        job.cached_tokens = shared
+        prompt = job.prompt_ids
+        self._active.append(
+            _Seq(
+                job,
+                row,
+                tokens=list(prompt[:shared]),
+                pending=list(prompt[shared:]),
+                state=RowState.create(p, prompt, guide),
+                stream=self.model.tokenizer.create_stream(),
+            )
+        )
+
+    def step(self) -> None:
+        self._compact()
+        decoding = [s for s in self._active if s.next_token is not None]
+        newcomer = next((s for s in self._active if s.pending), None)
+        if newcomer is not None:
+            self._guarded([newcomer], self._prefill)
+        if decoding:
+            self._guarded(decoding, self._decode)
+
+    def drop(self, job: Job, reason: FinishReason) -> None:
+        for seq in self._active:
+            if seq.job is job:
+                self._finish(seq, reason)
+                return
+
+    def set_profiling(self, prefix: str | None) -> None:
+        """ORT's own session profiling: a profiling session from now on, or back to the
+        plain one (the profiling session then writes its file)."""
+        current = self.decoder.session
+        if prefix is not None and current is self._plain_session:
+            self.decoder.session = self._make_session(prefix)
+        elif prefix is None and current is not self._plain_session:
+            current.end_profiling()
+            self.decoder.session = self._plain_session
+
+    def close(self) -> None:
+        self.set_profiling(None)
+
+    # ---- internals -----------------------------------------------------------------------
+    def _guarded(self, seqs: list[_Seq], run: Any) -> None:
+        try:
+            run(seqs)
+        except Exception as exc:
+            log.exception("batch step failed")
+            for seq in seqs:
+                if seq in self._active:
+                    self._finish(seq, "error", str(exc))
+
+    def _compact(self) -> None:
+        """Move sequences above the lowest ``len(active)`` rows down into the idle rows there
+        (swapping with what those hold), so that every decode row is a live one."""
+        count = len(self._active)
+        busy = {s.row for s in self._active}
+        holes = [row for row in range(count) if row not in busy]
+        if not holes:
+            return
+        high = sorted((s for s in self._active if s.row >= count), key=lambda s: -s.row)
+        for hole, seq in zip(holes, high, strict=True):
+            held = len(self.slots.resident(hole) or ())
+            self.kv.swap(seq.row, hole, len(seq.tokens), held)
+            self.slots.exchange(seq.row, hole)
+            seq.row = hole
+
+    def _prefill(self, seqs: list[_Seq]) -> None:
+        [seq] = seqs
+        chunk = seq.pending[: self.prefill_chunk]
+        del seq.pending[: self.prefill_chunk]
+        past, total = len(seq.tokens), len(seq.tokens) + len(chunk)
+        logits = self.decoder.run(
+            np.asarray([chunk], dtype=np.int64),
+            np.ones((1, total), dtype=np.int64),
+            np.arange(past, total, dtype=np.int64)[None, :],
+            self.kv,
+            (seq.row, seq.row + 1),
+        )
+        seq.tokens += chunk
+        if not seq.pending:
+            self._choose([seq], logits[:, -1, :])
+
+    def _decode(self, seqs: list[_Seq]) -> None:
+        rows = max(s.row for s in seqs) + 1
+        lengths = self._row_lengths(rows)
+        ids = np.zeros((rows, 1), dtype=np.int64)
+        for seq in seqs:
+            assert seq.next_token is not None
+            ids[seq.row, 0] = seq.next_token
+        mask = (np.arange(max(lengths) + 1)[None, :] <= np.asarray(lengths)[:, None]).astype(
+            np.int64
+        )
+        positions = np.asarray(lengths, dtype=np.int64)[:, None]
+        logits = self.decoder.run(ids, mask, positions, self.kv, (0, rows))
+        for seq in seqs:
+            assert seq.next_token is not None
+            seq.tokens.append(seq.next_token)
+            seq.next_token = None
+        self._choose(seqs, logits[[s.row for s in seqs], -1, :])
+
+    def _row_lengths(self, rows: int) -> list[int]:
+        """How many positions each of rows ``[0, rows)`` holds (a dummy row writes there)."""
+        lengths = [len(self.slots.resident(r) or ()) for r in range(rows)]
+        for seq in self._active:
+            if seq.row < rows:
+                lengths[seq.row] = len(seq.tokens)
+        return lengths
+
+    def _choose(self, seqs: Sequence[_Seq], logits: Any) -> None:
+        eos = self.model.eos_token_ids
+        choices = choose(np.asarray(logits, dtype=np.float32), [s.state for s in seqs], eos)
+        for seq, choice in zip(seqs, choices, strict=True):
+            token, state, p = choice.token, seq.state, seq.job.params
+            if state.guide is not None:
+                try:
+                    state.guide.consume(token)
+                except GuidanceError as exc:
+                    self._finish(seq, "error", str(exc))
+                    continue
+            if token in eos:
+                self._finish(seq, "stop")
+                continue
+            state.accept(token)
+            event = TokenEvent(token, self.model.token_text(seq.stream, token))
+            if choice.logprobs is not None:
+                chosen, top = logprob_entries(
+                    choice.logprobs, token, p.top_logprobs, self._token_text
+                )
+                event = TokenEvent(token, event.text, chosen, top)
+            if seq.job.emit(event):
+                self._finish(seq, "stop")
+            elif state.generated >= p.max_new_tokens:
+                self._finish(seq, "length")
+            else:
+                seq.next_token = token
+
+    def _token_text(self, token: int) -> str:
+        return str(self.model.tokenizer.decode(np.asarray([token], dtype=np.int32)))
+
+    def _finish(self, seq: _Seq, reason: FinishReason, error: str | None = None) -> None:
+        self._active.remove(seq)
+        seq.job.finish(reason, error)
+        # The row's keys and values are good for every token it was fed, however it ended.
+        self.slots.release(seq.row, seq.tokens if reason != "error" else None)

@@ -1,0 +1,187 @@
+"""Loading onnxruntime-genai and a model. Runs on the scheduler's thread (the owner thread)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from backends.config import ModelConfig
+from backends.errors import StartupError
+from backends.models.folder import ModelFolder, inspect_model_folder
+from backends.chat.parsers import (
+    ReasoningParser,
+    ToolParser,
+    UnknownParser,
+    choose_reasoning_parser,
+    choose_tool_parser,
+    get_reasoning_parser,
+    get_tool_parser,
+)
+from backends.models.providers import ProviderChoice, apply_provider, detect_available, select_provider
+
+log = logging.getLogger("genai.runtime")
+
+
+def import_og() -> Any:
+    try:
+        import onnxruntime_genai as og
+    except ImportError as exc:
+        raise StartupError(
+            "onnxruntime-genai is not installed (or failed to import: "
+            f"{exc}). Install it with: pip install onnxruntime-genai "
+            "(or onnxruntime-genai-cuda / onnxruntime-genai-directml for a GPU)."
+        ) from None
+    return og
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (cgroup/affinity aware where the OS tells)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class LoadedModel:
+    """A model folder ready to serve: the tokenizer now, the og.Model when first asked for.
+
+    The og.Model (weights, sessions) is made lazily because the ``batch`` strategy runs the
+    decoder on its own onnxruntime session and needs only the tokenizer; loading the weights
+    twice would double the memory."""
+
+    og: Any
+    og_config: Any  # og.Config with the provider and thread settings applied
+    tokenizer: Any
+    folder: ModelFolder
+    provider: ProviderChoice
+    max_length: int
+    eos_token_ids: frozenset[int]
+    threads: int  # intra-op threads (CPU)
+    tool_parser: ToolParser | None = None  # how this model writes tool calls
+    reasoning_parser: ReasoningParser | None = None  # how it writes its thinking, if it does
+    kept_tokens: dict[int, str] = field(default_factory=dict)  # special tokens kept as text
+    adapter_files: Mapping[str, Path] = field(default_factory=dict)  # LoRA: name -> file
+
+    def token_text(self, stream: Any, token: int) -> str:
+        """A generated token's text: the tokenizer stream's, or for the tool-call and reasoning
+        markers that are special tokens (which onnxruntime-genai's decoder drops) the marker."""
+        kept = self.kept_tokens.get(token)
+        return kept if kept is not None else str(stream.decode(token))
+
+    @cached_property
+    def model(self) -> Any:
+        """The og.Model; call on the owner thread."""
+        try:
+            return self.og.Model(self.og_config)
+        except Exception as exc:  # onnxruntime-genai reports through RuntimeError/OSError
+            raise StartupError(
+                f"onnxruntime-genai could not load {self.folder.path}: {exc}"
+            ) from None
+
+    @cached_property
+    def adapters(self) -> Any:
+        """og.Adapters with every configured LoRA adapter loaded; call on the owner thread."""
+        adapters = self.og.Adapters(self.model)
+        for name, path in self.adapter_files.items():
+            try:
+                adapters.load(str(path), name)
+            except Exception as exc:  # onnxruntime-genai reports through RuntimeError
+                raise StartupError(
+                    f"The LoRA adapter {name!r} ({path}) did not load: {exc}"
+                ) from None
+        return adapters
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.folder.config["model"]["vocab_size"])
+
+    @property
+    def dynamic_batching(self) -> bool:
+        """Paged-attention models (CUDA fp16/bf16, WebGPU) get continuous batching."""
+        engine = self.folder.config.get("engine", {})
+        return isinstance(engine, dict) and "dynamic_batching" in engine
+
+
+def session_overlay(threads: int, provider: ProviderChoice) -> dict[str, Any] | None:
+    """genai_config overlay for CPU threading; accelerators keep the folder's own settings."""
+    if provider.name != "cpu":
+        return None
+    return {"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}}
+
+
+def resolve_max_length(requested: int | None, context_length: int) -> int:
+    if requested is None:
+        return context_length
+    if requested > context_length:
+        raise StartupError(
+            f"GENAI_MAX_LENGTH={requested} exceeds the model's context length ({context_length})."
+        )
+    return requested
+
+
+def check_adapters(cfg: ModelConfig) -> None:
+    missing = [f"{name} ({path})" for name, path in cfg.adapters.items() if not path.is_file()]
+    if missing:
+        raise StartupError(f"{cfg.name}: LoRA adapter files not found: {', '.join(missing)}")
+
+
+def load_model(cfg: ModelConfig) -> LoadedModel:
+    og = import_og()
+    choice = select_provider(cfg.device, detect_available(og))
+    # A hub repo's variant is chosen for the provider (or the one pinned).
+    folder = inspect_model_folder(cfg.path, provider=choice.name, variant=cfg.variant)
+    log.info("execution provider: %s (%s)", choice.name, choice.reason)
+    max_length = resolve_max_length(cfg.max_length, folder.context_length)
+    threads = cfg.intra_op_threads or usable_cpus()
+    try:
+        config = og.Config(str(folder.path))
+        apply_provider(config, choice)
+        overlay = session_overlay(threads, choice)
+        if overlay is not None:
+            config.overlay(json.dumps(overlay))
+        tokenizer = og.Tokenizer(str(folder.path))  # no weights needed for that
+    except Exception as exc:  # onnxruntime-genai reports through RuntimeError/OSError
+        raise StartupError(f"onnxruntime-genai could not load {folder.path}: {exc}") from None
+    eos = frozenset(int(t) for t in tokenizer.eos_token_ids)
+    log.info(
+        "%s model in %s: context %d, max_length %d, intra-op threads %s",
+        folder.model_type,
+        folder.path,
+        folder.context_length,
+        max_length,
+        threads if choice.name == "cpu" else "provider default",
+    )
+    check_adapters(cfg)
+    model = LoadedModel(og, config, tokenizer, folder, choice, max_length, eos, threads)
+    model.adapter_files = dict(cfg.adapters)
+    choose_parsers(model, cfg)
+    return model
+
+
+def choose_parsers(model: LoadedModel, cfg: ModelConfig) -> None:
+    """The tool-call and reasoning formats: as configured, or read off the chat template."""
+    folder = model.folder
+    template = folder.chat_templates.get("tool_use") or folder.chat_templates.get("default")
+    ids = {text: token for text, (token, _) in folder.added_tokens.items()}
+    tool, reasoning = cfg.tool_parser, cfg.reasoning_parser
+    if tool == "auto":
+        tool = choose_tool_parser(template, ids) or "none"
+    if reasoning == "auto":
+        reasoning = choose_reasoning_parser(template, ids) or "none"
+    try:
+        if tool != "none":
+            model.tool_parser = get_tool_parser(tool, ids)
+            model.kept_tokens.update(model.tool_parser.kept_tokens())
+        if reasoning != "none":
+            model.reasoning_parser = get_reasoning_parser(reasoning)
+            model.kept_tokens.update(model.reasoning_parser.kept_tokens(ids))
+    except UnknownParser as exc:
+        raise StartupError(str(exc)) from None
+    log.info("tool calls: %s; reasoning: %s", tool, reasoning)

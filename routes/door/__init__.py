@@ -1,0 +1,1 @@
+"""What every door shares: conversions to the core's request and back."""

@@ -1,0 +1,59 @@
+"""Exception handlers: every error leaves the server in OpenAI's shape."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from backends.errors import GenAIError
+from routes.http.cancellation import ClientDisconnected
+from schemas.errors import error_body
+
+log = logging.getLogger("genai.errors")
+
+
+def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    """One readable sentence and the offending parameter, from pydantic's first error."""
+    errors = exc.errors()
+    err = errors[0] if errors else {"msg": "Invalid request", "loc": ()}
+    if err.get("type") == "json_invalid":
+        return "The request body is not valid JSON.", None
+    loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+    param = ".".join(loc) or None
+    msg = str(err.get("msg", "Invalid request"))
+    return (f"{param}: {msg}" if param else msg), param
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        message, param = validation_message(exc)
+        return JSONResponse(error_body(message, "invalid_request_error", param=param), 400)
+
+    @app.exception_handler(GenAIError)
+    async def _genai(_: Request, exc: GenAIError) -> JSONResponse:
+        body = error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)
+        return JSONResponse(body, exc.status_code, headers=exc.headers or None)
+
+    @app.exception_handler(ClientDisconnected)
+    async def _gone(_: Request, exc: ClientDisconnected) -> JSONResponse:
+        # Nobody reads this; 499 ("client closed request") keeps access logs honest.
+        return JSONResponse(error_body("Client closed the request.", "client_closed"), 499)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return JSONResponse(
+            error_body(str(exc.detail), kind, code=exc.status_code),
+            exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return JSONResponse(error_body("Internal server error.", "server_error"), 500)

@@ -1,0 +1,1 @@
+"""The native API: /healthz, /v1/chat, /v1/chat/stream and /generate."""

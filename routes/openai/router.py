@@ -1,0 +1,89 @@
+"""OpenAI-compatible routes: /v1/chat/completions, /v1/completions, /v1/models.
+
+Thin: validate, start the generations (errors here still get their status code), then answer
+JSON or SSE. The logic lives in routes/openai/serving.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel
+from sse_starlette import EventSourceResponse
+
+from routes.http.cancellation import unless_disconnected
+from routes.http.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from routes.http.request_ids import request_id
+from routes.http.sse import event_stream, sse_response_doc
+from routes.openai import serving
+from schemas.openai import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Completion,
+    CompletionRequest,
+    ModelCard,
+    ModelList,
+)
+
+router = APIRouter(prefix="/v1", tags=["openai"])
+
+
+def _with_stream(chunk: type[BaseModel], what: str) -> dict[int | str, dict[str, Any]]:
+    stream = sse_response_doc(
+        f"{what}. With `stream: true`: server-sent events, each `data: <{chunk.__name__}>` "
+        "(see components/schemas), ended by `data: [DONE]`. An error after the stream started "
+        'arrives as `data: {"error": {...}}` and ends the stream.',
+        chunk,
+    )
+    return {200: stream, **ERROR_RESPONSES}
+
+
+async def _payloads(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[str]:
+    async for chunk in chunks:
+        yield chunk.model_dump_json()
+    yield "[DONE]"
+
+
+@router.post(
+    "/chat/completions",
+    response_model=ChatCompletion,
+    responses=_with_stream(ChatCompletionChunk, "A chat completion"),
+    summary="Chat completion (OpenAI)",
+)
+async def chat_completions(
+    body: ChatCompletionRequest, service: ServiceDep, settings: SettingsDep, request: Request
+) -> ChatCompletion | EventSourceResponse:
+    handle = await service.submit(serving.chat_request(body, request_id(request)))
+    if body.stream:
+        chunks = serving.chat_chunks(handle, body)
+        return event_stream(_payloads(chunks), settings.server.sse_ping)
+    return await unless_disconnected(request, serving.chat_response(handle, body))
+
+
+@router.post(
+    "/completions",
+    response_model=Completion,
+    responses=_with_stream(Completion, "A text completion (no chat template)"),
+    summary="Text completion (OpenAI)",
+)
+async def completions(
+    body: CompletionRequest, service: ServiceDep, settings: SettingsDep, request: Request
+) -> Completion | EventSourceResponse:
+    handle = await service.submit(serving.completion_request(body, request_id(request)))
+    if body.stream:
+        chunks = serving.completion_chunks(handle, body)
+        return event_stream(_payloads(chunks), settings.server.sse_ping)
+    return await unless_disconnected(request, serving.completion_response(handle, body))
+
+
+@router.get("/models", response_model=ModelList, responses={401: ERROR_RESPONSES[401]})
+async def list_models(service: ServiceDep) -> ModelList:
+    return serving.model_list(service)
+
+
+@router.get("/models/{model_id}", response_model=ModelCard, responses=ERROR_RESPONSES)
+async def get_model(model_id: str, service: ServiceDep) -> ModelCard:
+    return serving.model_card(service.served_model(model_id))

@@ -1,0 +1,299 @@
+"""OpenAI's protocol over the core, free of FastAPI: bodies → GenerationRequest, and a request
+handle's pieces → OpenAI's responses and stream chunks.
+
+Stop strings, the ``n`` choices, seeds per choice and usage totals are the core's; this module
+only renames and reshapes.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from backends.core.handle import ChoiceResult, Piece, RequestHandle
+from backends.core.registry import ModelRegistry, ServedModel
+from backends.core.request import GenerationRequest, TextPrompt
+from backends.errors import GenerationFailed
+from backends.types import ChoiceFinish, Logprob, PlacedToken, Usage
+from routes.door.convert import chat_prompt, sampling_params, timing
+from schemas.openai import (
+    AssistantMessage,
+    CalledFunction,
+    ChatChoice,
+    ChatChunkChoice,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    ChatDelta,
+    ChatLogprobs,
+    Completion,
+    CompletionChoice,
+    CompletionLogprobs,
+    CompletionRequest,
+    DeltaFunction,
+    DeltaToolCall,
+    FinishReason,
+    ModelCard,
+    ModelList,
+    PromptTokensDetails,
+    TokenLogprob,
+    ToolCallOut,
+    TopLogprob,
+    UsageInfo,
+)
+
+STARTED_AT = int(time.time())  # "created" of the served model
+
+
+# ---- requests ----------------------------------------------------------------------------------
+def chat_request(body: ChatCompletionRequest, request_id: str) -> GenerationRequest:
+    return GenerationRequest(
+        chat_prompt(body.messages, body.tools, body.chat_template_kwargs),
+        sampling_params(
+            body,
+            logprobs=body.logprobs,
+            top_logprobs=body.top_logprobs or 0,
+            json_schema=body.json_schema,
+            beams=body.beam_search,
+        ),
+        max_tokens=body.token_limit,
+        stop=body.stop_list,
+        n=body.n,
+        model=body.model,
+        request_id=request_id,
+        param_names={"max_tokens": body.token_limit_name},
+        tool_choice=body.tool_choice_name,
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+        split_reasoning=True,
+    )
+
+
+def completion_request(body: CompletionRequest, request_id: str) -> GenerationRequest:
+    logprobs = body.logprobs is not None
+    return GenerationRequest(
+        [TextPrompt(p) for p in body.prompts],
+        sampling_params(
+            body, logprobs=logprobs, top_logprobs=body.logprobs or 0, beams=body.beam_search
+        ),
+        max_tokens=body.max_tokens,
+        stop=body.stop_list,
+        n=body.n,
+        model=body.model,
+        request_id=request_id,
+    )
+
+
+def finish_reason(reason: ChoiceFinish) -> FinishReason:
+    # "cancelled" is the door's own doing: its client has gone and reads nothing more.
+    return "stop" if reason == "cancelled" else reason
+
+
+def usage_info(usage: Usage) -> UsageInfo:
+    return UsageInfo(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.prompt_tokens + usage.completion_tokens,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens),
+    )
+
+
+# ---- logprobs ----------------------------------------------------------------------------------
+def _chosen(t: PlacedToken) -> Logprob:
+    if t.event.logprob is None:
+        raise GenerationFailed("logprobs were requested but the backend did not report them")
+    return t.event.logprob
+
+
+def _top(entry: Logprob) -> TopLogprob:
+    return TopLogprob(token=entry.token, logprob=entry.logprob, bytes=list(entry.token.encode()))
+
+
+def chat_logprobs(tokens: Sequence[PlacedToken]) -> ChatLogprobs:
+    return ChatLogprobs(
+        content=[
+            TokenLogprob(
+                **_top(_chosen(t)).model_dump(),
+                top_logprobs=[_top(alt) for alt in t.event.top_logprobs],
+            )
+            for t in tokens
+        ]
+    )
+
+
+def completion_logprobs(tokens: Sequence[PlacedToken], top: int) -> CompletionLogprobs:
+    return CompletionLogprobs(
+        tokens=[_chosen(t).token for t in tokens],
+        token_logprobs=[_chosen(t).logprob for t in tokens],
+        top_logprobs=(
+            [{alt.token: alt.logprob for alt in t.event.top_logprobs} for t in tokens]
+            if top
+            else None
+        ),
+        text_offset=[t.offset for t in tokens],
+    )
+
+
+# ---- whole responses ---------------------------------------------------------------------------
+def _response_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def assistant_message(c: ChoiceResult) -> AssistantMessage:
+    calls = [
+        ToolCallOut(id=t.id, function=CalledFunction(name=t.name, arguments=t.arguments))
+        for t in c.tool_calls
+    ]
+    return AssistantMessage(
+        content=c.text if c.text or not calls else None,
+        reasoning_content=c.reasoning or None,
+        tool_calls=calls or None,
+    )
+
+
+def delta_calls(piece: Piece) -> list[DeltaToolCall] | None:
+    calls = [
+        DeltaToolCall(
+            index=call.index,
+            id=call.id,
+            type="function" if call.id else None,
+            function=DeltaFunction(
+                name=call.name, arguments=call.arguments or ("" if call.id else None)
+            ),
+        )
+        for call in piece.calls
+    ]
+    return calls or None
+
+
+async def chat_response(handle: RequestHandle, body: ChatCompletionRequest) -> ChatCompletion:
+    result = await handle.result()
+    return ChatCompletion(
+        id=_response_id("chatcmpl"),
+        created=handle.created,
+        model=handle.model,
+        choices=[
+            ChatChoice(
+                index=c.index,
+                message=assistant_message(c),
+                logprobs=chat_logprobs(c.tokens) if body.logprobs else None,
+                finish_reason=finish_reason(c.finish_reason),
+            )
+            for c in result.choices
+        ],
+        usage=usage_info(result.usage),
+        metrics=timing(result.metrics, handle.model),
+    )
+
+
+async def completion_response(handle: RequestHandle, body: CompletionRequest) -> Completion:
+    result = await handle.result()
+    return Completion(
+        id=_response_id("cmpl"),
+        created=handle.created,
+        model=handle.model,
+        choices=[
+            CompletionChoice(
+                index=c.index,
+                text=c.text,
+                logprobs=(
+                    completion_logprobs(c.tokens, body.logprobs)
+                    if body.logprobs is not None
+                    else None
+                ),
+                finish_reason=finish_reason(c.finish_reason),
+            )
+            for c in result.choices
+        ],
+        usage=usage_info(result.usage),
+        metrics=timing(result.metrics, handle.model),
+    )
+
+
+# ---- streams -----------------------------------------------------------------------------------
+async def chat_chunks(
+    handle: RequestHandle, body: ChatCompletionRequest
+) -> AsyncIterator[ChatCompletionChunk]:
+    """OpenAI chat chunks: a role chunk per choice, content deltas, a finish chunk per choice
+    (the last one carries ``metrics``), then the ``include_usage`` chunk if asked."""
+    response_id = _response_id("chatcmpl")
+
+    def chunk(choices: list[ChatChunkChoice], **extra: Any) -> ChatCompletionChunk:
+        return ChatCompletionChunk(
+            id=response_id, created=handle.created, model=handle.model, choices=choices, **extra
+        )
+
+    for c in handle.choices:
+        yield chunk([ChatChunkChoice(index=c.index, delta=ChatDelta(role="assistant", content=""))])
+    async for piece in handle:
+        logprobs = chat_logprobs(piece.tokens) if body.logprobs and piece.tokens else None
+        calls = delta_calls(piece)
+        if piece.text or piece.reasoning or calls or logprobs is not None:
+            others = bool(piece.reasoning or calls)
+            delta = ChatDelta(
+                content=piece.text if piece.text or not others else None,
+                reasoning_content=piece.reasoning or None,
+                tool_calls=calls,
+            )
+            yield chunk([ChatChunkChoice(index=piece.index, delta=delta, logprobs=logprobs)])
+        if piece.finish_reason is not None:
+            done = ChatChunkChoice(
+                index=piece.index,
+                delta=ChatDelta(),
+                finish_reason=finish_reason(piece.finish_reason),
+            )
+            last = piece.last and not body.include_usage
+            yield chunk([done], metrics=timing(handle.metrics(), handle.model) if last else None)
+    if body.include_usage:
+        metrics = timing(handle.metrics(), handle.model)
+        yield chunk([], usage=usage_info(handle.usage()), metrics=metrics)
+
+
+async def completion_chunks(
+    handle: RequestHandle, body: CompletionRequest
+) -> AsyncIterator[Completion]:
+    """Text-completion chunks; the finish of the last choice carries ``metrics``, then the
+    ``include_usage`` chunk if asked."""
+    response_id = _response_id("cmpl")
+
+    def chunk(choices: list[CompletionChoice], **extra: Any) -> Completion:
+        return Completion(
+            id=response_id, created=handle.created, model=handle.model, choices=choices, **extra
+        )
+
+    async for piece in handle:
+        logprobs = (
+            completion_logprobs(piece.tokens, body.logprobs)
+            if body.logprobs is not None and piece.tokens
+            else None
+        )
+        if piece.text or logprobs is not None or piece.finish_reason is not None:
+            choice = CompletionChoice(
+                index=piece.index,
+                text=piece.text,
+                logprobs=logprobs,
+                finish_reason=finish_reason(piece.finish_reason) if piece.finish_reason else None,
+            )
+            last = piece.last and not body.include_usage
+            yield chunk([choice], metrics=timing(handle.metrics(), handle.model) if last else None)
+    if body.include_usage:
+        metrics = timing(handle.metrics(), handle.model)
+        yield chunk([], usage=usage_info(handle.usage()), metrics=metrics)
+
+
+# ---- models ------------------------------------------------------------------------------------
+def model_list(models: ModelRegistry) -> ModelList:
+    return ModelList(data=[model_card(m) for m in models.served()])
+
+
+def model_card(model: ServedModel) -> ModelCard:
+    length = model.max_length
+    return ModelCard(
+        id=model.id,
+        created=STARTED_AT,
+        parent=model.parent,
+        root=str(model.service.model_dir),
+        max_model_len=length,
+        context_length=length,
+    )

@@ -1,0 +1,1 @@
+"""Operations: readiness, Prometheus metrics and the admin routes."""

@@ -1,0 +1,56 @@
+"""OpenAI's Responses API: POST /v1/responses, stateless.
+
+Thin: validate, start the generation (errors here still get their status code), then answer
+JSON or SSE. The logic lives in routes/responses/serving.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Request
+from sse_starlette import EventSourceResponse
+
+from routes.http.cancellation import unless_disconnected
+from routes.http.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from routes.http.request_ids import request_id
+from routes.http.sse import event_stream, sse_response_doc
+from routes.responses import serving
+from schemas.responses import (
+    RESPONSE_STREAM_EVENTS,
+    ResponsesRequest,
+    ResponsesResponse,
+    ResponseStreamEvent,
+)
+
+router = APIRouter(prefix="/v1", tags=["openai"])
+
+_STREAM = sse_response_doc(
+    "A response. With `stream: true`: server-sent events, each `event: <type>` with "
+    "`data: <event>` (see components/schemas): `response.created`, `response.in_progress`, "
+    "the output items' events, then `response.completed` (`response.incomplete` at the token "
+    "limit). A failure after the stream started is an `error` event, and the stream ends "
+    "there. No `[DONE]`.",
+    *RESPONSE_STREAM_EVENTS,
+)
+
+
+async def _payloads(events: AsyncIterator[ResponseStreamEvent]) -> AsyncIterator[tuple[str, str]]:
+    async for event in events:
+        yield event.type, event.model_dump_json(by_alias=True)
+
+
+@router.post(
+    "/responses",
+    response_model=ResponsesResponse,
+    responses={200: _STREAM, **ERROR_RESPONSES},
+    summary="Create a response (OpenAI Responses API, stateless)",
+)
+async def create_response(
+    body: ResponsesRequest, service: ServiceDep, settings: SettingsDep, request: Request
+) -> ResponsesResponse | EventSourceResponse:
+    handle = await service.submit(serving.responses_request(body, request_id(request)))
+    if body.stream:
+        events = serving.response_events(handle, body)
+        return event_stream(_payloads(events), settings.server.sse_ping)
+    return await unless_disconnected(request, serving.response(handle, body))

@@ -1,0 +1,1 @@
+"""The tokenizer routes: /tokenize, /detokenize, /apply-template."""

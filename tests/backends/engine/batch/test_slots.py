@@ -1,0 +1,77 @@
+"""The batch engine's row bookkeeping: reuse, free rows first, LRU eviction."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.engine.batch.slots import SlotTable
+
+pytestmark = pytest.mark.unit
+
+
+def test_free_rows_are_handed_out_lowest_first() -> None:
+    table = SlotTable(3, keep=0)
+    assert [table.acquire([1, 2])[0] for _ in range(3)] == [0, 1, 2]
+    table.release(1, None)
+    table.release(0, None)
+    assert table.acquire([5])[0] == 0
+
+
+def test_a_continuation_takes_its_row_and_skips_the_shared_tokens() -> None:
+    table = SlotTable(4, keep=4)
+    row, shared = table.acquire([1, 2, 3, 4])
+    table.release(row, [1, 2, 3, 4, 9])  # the prompt and the answer it held
+    assert table.acquire([1, 2, 3, 4, 9, 7, 7]) == (row, 5)
+    assert len(table) == 0
+
+
+def test_at_least_one_prompt_token_is_left_to_feed() -> None:
+    table = SlotTable(2, keep=2)
+    table.release(table.acquire([1, 2, 3])[0], [1, 2, 3])
+    assert table.acquire([1, 2, 3])[1] == 2
+
+
+def test_a_shared_template_prefix_does_not_take_another_conversation_s_row() -> None:
+    table = SlotTable(2, keep=2)
+    conversation = [1, 2, 3] + list(range(10, 40))
+    row, _ = table.acquire(conversation)
+    table.release(row, conversation)
+    other, shared = table.acquire([1, 2, 3, 99, 98])  # same template start, new chat
+    assert (other, shared) != (row, 3) and shared == 0
+    assert table.resident(row) == conversation
+
+
+def test_with_no_free_row_the_least_recent_resident_row_is_recycled() -> None:
+    table = SlotTable(2, keep=2)
+    for tokens in ([1, 1, 1], [2, 2, 2]):
+        table.release(table.acquire(tokens)[0], tokens)
+    row, shared = table.acquire([9, 9])
+    assert table.resident(row) is None and shared == 0
+    assert len(table) == 1
+
+
+def test_keep_bounds_the_resident_rows() -> None:
+    table = SlotTable(3, keep=1)
+    rows = [table.acquire([i, i])[0] for i in range(3)]
+    for r in rows:
+        table.release(r, [r, r, r])
+    assert len(table) == 1 and table.resident(rows[-1]) == [rows[-1]] * 3
+
+
+def test_an_exchange_moves_a_resident_row_with_its_rank() -> None:
+    table = SlotTable(3, keep=3)
+    for tokens in ([1, 1], [2, 2]):
+        table.release(table.acquire(tokens)[0], tokens)  # rows 0 and 1 resident, 0 oldest
+    busy, _ = table.acquire([9])  # row 2
+    table.exchange(busy, 0)  # the busy sequence moved into row 0; what row 0 held is in row 2
+    assert table.resident(2) == [1, 1] and table.resident(0) is None
+    assert table.acquire([7])[0] == 2  # no free row: the oldest resident is recycled, now row 2
+
+
+def test_an_exchange_with_a_free_row_frees_the_busy_one() -> None:
+    table = SlotTable(3, keep=0)
+    table.acquire([1])
+    busy, _ = table.acquire([2])  # row 1
+    table.release(0, None)
+    table.exchange(busy, 0)
+    assert table.acquire([3])[0] == 1

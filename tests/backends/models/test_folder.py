@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from backends.errors import StartupError
+from backends.models.folder import inspect_model_folder
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture()
+def model_copy(tmp_path: Path, demo_model_dir: Path) -> Path:
+    dst = tmp_path / "m"
+    shutil.copytree(demo_model_dir, dst)
+    return dst
+
+
+def test_demo_folder_is_valid(demo_model_dir: Path) -> None:
+    folder = inspect_model_folder(demo_model_dir)
+    assert folder.context_length == 2048
+    assert folder.model_type == "llama"
+    assert folder.has_chat_template
+
+
+@pytest.mark.parametrize(
+    ("remove", "needle"),
+    [
+        ("genai_config.json", "genai_config.json"),
+        ("model.onnx", "model.onnx"),
+        ("tokenizer.json", "tokenizer"),
+    ],
+)
+def test_missing_file_is_named(model_copy: Path, remove: str, needle: str) -> None:
+    (model_copy / remove).unlink()
+    with pytest.raises(StartupError) as exc:
+        inspect_model_folder(model_copy)
+    assert needle in str(exc.value)
+    assert "A GenAI model folder holds" in str(exc.value)
+
+
+def test_missing_dir(tmp_path: Path) -> None:
+    with pytest.raises(StartupError, match="does not exist"):
+        inspect_model_folder(tmp_path / "nowhere")
+
+
+def test_bad_json(model_copy: Path) -> None:
+    (model_copy / "genai_config.json").write_text("{not json")
+    with pytest.raises(StartupError, match="not valid JSON"):
+        inspect_model_folder(model_copy)
+
+
+def test_template_from_tokenizer_config(model_copy: Path) -> None:
+    (model_copy / "chat_template.jinja").unlink()
+    assert not inspect_model_folder(model_copy).has_chat_template
+    cfg = json.loads((model_copy / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = "{{ messages[0]['content'] }}"
+    (model_copy / "tokenizer_config.json").write_text(json.dumps(cfg))
+    assert inspect_model_folder(model_copy).has_chat_template

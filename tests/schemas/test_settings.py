@@ -1,0 +1,185 @@
+"""Settings in two parts, their environment names, the command line derived from them, and
+the lists of allowed values that must agree with the backend's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import get_args
+
+import pytest
+from pydantic import ValidationError
+
+from backends.config import SCHEDULERS
+from backends.models.providers import PROVIDERS
+from schemas.cli import build_parser, parse_args
+from schemas.settings import (
+    DEMO_MODEL_DIR,
+    Device,
+    ModelSettings,
+    SchedulerName,
+    ServerSettings,
+    Settings,
+    env_names,
+    unknown_env_names,
+)
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def _no_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env here unless a test writes one
+
+
+def test_defaults() -> None:
+    s = Settings.load()
+    assert s.model.model_dir == DEMO_MODEL_DIR
+    assert (s.server.host, s.server.port, s.model.device, s.model.model_name) == (
+        "127.0.0.1",
+        8002,
+        "auto",
+        "onnx-genai",
+    )
+    assert s.server.workers == 1 and s.server.reload is False
+
+
+def test_the_two_parts_split_the_settings() -> None:
+    model = set(ModelSettings.model_fields)
+    server = set(ServerSettings.model_fields)
+    assert not model & server
+    assert {"model_dir", "model_name", "device", "intra_op_threads", "max_length"} <= model
+    assert {"scheduler", "cache_sequences"} <= model
+    assert {"host", "port", "workers", "api_key", "cors_origins", "max_concurrency"} <= server
+    assert len(env_names()) == len(set(env_names())) == len(model) + len(server)
+
+
+def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GENAI_DEVICE", "DML")
+    monkeypatch.setenv("PORT", "9000")
+    monkeypatch.setenv("GENAI_MAX_LENGTH", "512")
+    monkeypatch.setenv("WORKERS", "3")
+    s = Settings.load()
+    assert (s.model.device, s.server.port, s.model.max_length, s.server.workers) == (
+        "directml",
+        9000,
+        512,
+        3,
+    )
+
+
+def test_dotenv_file(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("GENAI_MODEL_NAME=my-model\nHOST=0.0.0.0\n")
+    s = Settings.load()
+    assert (s.model.model_name, s.server.host) == ("my-model", "0.0.0.0")
+
+
+def test_fields_by_name_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORT", "9000")
+    monkeypatch.setenv("GENAI_SCHEDULER", "engine")
+    s = Settings.load(port=9100, scheduler="generator")
+    assert (s.server.port, s.model.scheduler) == (9100, "generator")
+    with pytest.raises(TypeError, match="frobnicate"):
+        Settings.load(frobnicate=1)
+
+
+def test_reload_forces_one_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RELOAD", "true")
+    monkeypatch.setenv("WORKERS", "4")
+    assert Settings.load().server.workers == 1
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [("GENAI_DEVICE", "tpu"), ("PORT", "0"), ("GENAI_MAX_LENGTH", "-1"), ("WORKERS", "zero")],
+)
+def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch, var, value) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValidationError):
+        Settings.load()
+
+
+# ---- one list per set of allowed values --------------------------------------------------------
+def test_devices_are_the_backend_providers() -> None:
+    assert set(get_args(Device)) == {"auto", *PROVIDERS}
+
+
+def test_scheduler_names_are_the_backend_ones() -> None:
+    assert get_args(SchedulerName) == SCHEDULERS
+
+
+def test_parser_names_are_the_registry_s() -> None:
+    from backends.chat.parsers import reasoning_parser_names, tool_parser_names
+    from schemas.settings import ReasoningParserName, ToolParserName
+
+    assert set(get_args(ToolParserName)) == {"auto", "none", *tool_parser_names()}
+    assert set(get_args(ReasoningParserName)) == {"auto", "none", *reasoning_parser_names()}
+
+
+def test_seed_limit_is_the_backend_one() -> None:
+    from backends.types import SEED_MAX as BACKEND_SEED_MAX
+    from schemas.common import SEED_MAX
+
+    assert SEED_MAX == BACKEND_SEED_MAX
+
+
+# ---- the command line --------------------------------------------------------------------------
+def test_every_setting_has_a_flag_naming_its_env_and_default() -> None:
+    text = build_parser().format_help()
+    for name in env_names():
+        assert f"[{name};" in text, name
+    assert "--model-dir" in text and "--reload, --no-reload" in text
+    assert "default: 8002" in text and "{auto,cpu,cuda," in text
+
+
+def test_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORT", "9000")
+    monkeypatch.setenv("GENAI_DEVICE", "cuda")
+    given = parse_args(["--port", "9200", "--device", "cpu", "--no-reload"])
+    assert given == {"port": "9200", "device": "cpu", "reload": False}
+    s = Settings.load(**given)
+    assert (s.server.port, s.model.device, s.server.reload) == (9200, "cpu", False)
+    assert parse_args([]) == {}  # absent flags leave the environment alone
+
+
+def test_unknown_flags_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--devise", "cpu"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --devise" in capsys.readouterr().err
+
+
+def test_help_exits_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--help"])
+    assert exc.value.code == 0
+    assert "usage: main_genai.py" in capsys.readouterr().out
+
+
+# ---- misspelled variables ----------------------------------------------------------------------
+def test_unknown_genai_variables_name_the_closest_setting(tmp_path: Path) -> None:
+    env = {
+        "GENAI_DEVCE": "cuda",
+        "GENAI_DEVICE": "cpu",
+        "PATH": "/bin",
+        "GENAI_XYZZY_PLUGH_QUUX": "1",
+    }
+    (tmp_path / ".env").write_text("GENAI_MAX_LENGHT=512\nHOST=0.0.0.0\n")
+    assert unknown_env_names(env) == [
+        ("GENAI_DEVCE", "GENAI_DEVICE"),
+        ("GENAI_MAX_LENGHT", "GENAI_MAX_LENGTH"),
+        ("GENAI_XYZZY_PLUGH_QUUX", None),
+    ]
+
+
+@pytest.mark.parametrize("key", ["", " ", ",", " , ,"])
+def test_a_blank_api_key_is_refused(key: str) -> None:
+    with pytest.raises(ValidationError, match="holds no key"):
+        Settings.load(api_key=key)
+
+
+def test_api_keys_and_the_admin_switch() -> None:
+    assert Settings.load(api_key=" a, b ,").server.api_keys == ["a", "b"]
+    assert Settings.load().server.admin_enabled is False
+    assert Settings.load(api_key="a").server.admin_enabled is True
+    assert Settings.load(admin=True).server.admin_enabled is True
+    assert Settings.load(api_key="a", admin=False).server.admin_enabled is False
