@@ -213,13 +213,16 @@ def test_the_dockerfile_copies_the_whole_context(dockerfile: str) -> None:
     assert re.search(r"^ARG BASE_IMAGE=\S+$", text, re.M), "the base image is a build argument"
 
 
-def test_the_cuda_image_can_swap_the_runtime_pin() -> None:
+def test_the_cuda_image_can_swap_the_runtime_pins() -> None:
     """Dockerfile.cuda turns requirements.txt's one `onnxruntime-genai==` line into
-    `onnxruntime-genai-cuda==` (same version)."""
+    `onnxruntime-genai-cuda==` and its one `onnxruntime==` line into `onnxruntime-gpu==`
+    (same versions)."""
     lines = (ROOT / "requirements.txt").read_text().splitlines()
-    pins = [line for line in lines if line.startswith("onnxruntime-genai")]
-    assert len(pins) == 1 and pins[0].startswith("onnxruntime-genai=="), pins
-    assert (
-        "sed 's/^onnxruntime-genai==/onnxruntime-genai-cuda==/'"
-        in (ROOT / "Dockerfile.cuda").read_text()
-    )
+    cuda = (ROOT / "Dockerfile.cuda").read_text()
+    for package, gpu in (
+        ("onnxruntime-genai", "onnxruntime-genai-cuda"),
+        ("onnxruntime", "onnxruntime-gpu"),
+    ):
+        pins = [line for line in lines if re.match(rf"{package}\b(?!-)", line)]
+        assert len(pins) == 1 and pins[0].startswith(f"{package}=="), pins
+        assert f"-e 's/^{package}==/{gpu}==/'" in cuda
