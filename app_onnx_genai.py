@@ -2,7 +2,7 @@
 
 The models are loaded in the lifespan (never at import), each by its own
 :class:`InferenceService`, all kept in a :class:`ModelRegistry` on ``app.state``; routes reach
-it through the ``ServiceDep`` dependency (routes/http/deps.py).
+it through the ``ModelsDep`` dependency (routes/http/deps.py).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ STREAM_EVENTS = (ChatCompletionChunk, Completion, StreamToken, StreamDone, *RESP
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    models: ModelRegistry = app.state.service
+    models: ModelRegistry = app.state.models
 
     async def load() -> None:
         try:
@@ -66,9 +66,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(
-    settings: Settings | None = None, service: InferenceService | ModelRegistry | None = None
+    settings: Settings | None = None, models: InferenceService | ModelRegistry | None = None
 ) -> FastAPI:
-    """The app for ``settings``; ``service`` (a model's core, or several) replaces the
+    """The app for ``settings``; ``models`` (a model's core, or several) replaces the
     models the settings name (tests)."""
     settings = settings or Settings.load()
     app = FastAPI(
@@ -78,14 +78,12 @@ def create_app(
         lifespan=lifespan,
     )
     metrics = ServerMetrics()
-    if isinstance(service, ModelRegistry):
-        models = service
-    elif service is not None:
-        models = ModelRegistry([service], metrics)
-    else:
+    if isinstance(models, InferenceService):
+        models = ModelRegistry([models], metrics)
+    elif models is None:
         models = ModelRegistry.from_configs(service_configs(settings), metrics)
     app.state.settings = settings
-    app.state.service = models
+    app.state.models = models
     app.state.metrics = metrics
     install_error_handlers(app)
     app.include_router(native.router)

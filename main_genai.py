@@ -107,9 +107,9 @@ class DrainingServer(uvicorn.Server):
     in-flight requests finish for up to ``shutdown_timeout`` s, cancel the rest, then exit.
     A second signal exits at once."""
 
-    def __init__(self, config: uvicorn.Config, service: ModelRegistry, timeout: float):
+    def __init__(self, config: uvicorn.Config, models: ModelRegistry, timeout: float):
         super().__init__(config)
-        self.service = service
+        self.models = models
         self.shutdown_timeout = timeout
         self._drain_task: asyncio.Task[None] | None = None
 
@@ -121,7 +121,7 @@ class DrainingServer(uvicorn.Server):
         self._drain_task = asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:
-        cancelled = await self.service.drain(self.shutdown_timeout)
+        cancelled = await self.models.drain(self.shutdown_timeout)
         log.info("drained; %d request(s) cancelled; shutting down", cancelled)
         self.should_exit = True
 
@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         **server_options(server.client_timeout, server.max_connections),
     )
     log.info("listening on http://%s:%d", server.host, server.port)
-    DrainingServer(config, app.state.service, server.shutdown_timeout).run(sockets=[sock])
+    DrainingServer(config, app.state.models, server.shutdown_timeout).run(sockets=[sock])
     return 0
 
 

@@ -75,7 +75,7 @@ class Logprob:
 
 
 @dataclass(frozen=True)
-class TokenEvent:
+class GeneratedToken:
     """One generated token; ``text`` is the decoded piece it completes (may be empty)."""
 
     token_id: int
@@ -86,12 +86,12 @@ class TokenEvent:
 
 @dataclass(frozen=True)
 class PlacedToken:
-    event: TokenEvent
+    event: GeneratedToken
     offset: int  # where the token's text starts in the choice's output
 
 
 @dataclass(frozen=True)
-class Delta:
+class SequenceDelta:
     """What one sequence adds to its visible output at one step.
 
     ``text`` is newly visible text: stop strings are already trimmed, and text that could start
@@ -101,7 +101,7 @@ class Delta:
     """
 
     text: str
-    token: TokenEvent | None
+    token: GeneratedToken | None
     ready: tuple[PlacedToken, ...] = ()
 
 

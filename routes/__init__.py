@@ -1,1 +1,1 @@
-"""HTTP routes, one module per feature. Routes validate, call the service, pick JSON or SSE."""
+"""HTTP routes, one module per feature. Routes validate, call the models, pick JSON or SSE."""

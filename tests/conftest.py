@@ -62,7 +62,7 @@ def make_client(**overrides: Any) -> TestClient:
 
 
 def wait_ready(client: TestClient, timeout: float = 60.0) -> None:
-    service = client.app.state.service  # type: ignore[attr-defined]
+    service = client.app.state.models  # type: ignore[attr-defined]
     assert service.wait_loaded(timeout), "model did not load in time"
     assert service.status == "ok", f"model failed to load: {service.load_error}"
 

@@ -41,7 +41,7 @@ class ToolCallResult:
 
 
 @dataclass(frozen=True)
-class Split:
+class OutputDelta:
     """What a piece of text turned out to be."""
 
     content: str = ""
@@ -70,25 +70,25 @@ class ChatOutput:
         )
         self.calls: dict[int, ToolCallResult] = {}
 
-    def feed(self, text: str) -> Split:
+    def feed(self, text: str) -> OutputDelta:
         if self._reasoning is None:
             return self._content(text, final=False)
         return self._split(self._reasoning.feed(text), final=False)
 
-    def finish(self) -> Split:
+    def finish(self) -> OutputDelta:
         if self._reasoning is None:
             return self._content("", final=True)
         return self._split(self._reasoning.finish(), final=True)
 
-    def _split(self, events: list[ContentDelta | ReasoningDelta], *, final: bool) -> Split:
+    def _split(self, events: list[ContentDelta | ReasoningDelta], *, final: bool) -> OutputDelta:
         reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
         text = "".join(e.text for e in events if isinstance(e, ContentDelta))
         rest = self._content(text, final=final)
-        return Split(rest.content, reasoning, rest.calls)
+        return OutputDelta(rest.content, reasoning, rest.calls)
 
-    def _content(self, text: str, *, final: bool) -> Split:
+    def _content(self, text: str, *, final: bool) -> OutputDelta:
         if self._tools is None:
-            return Split(text)
+            return OutputDelta(text)
         events = self._tools.feed(text) if text else []
         if final:
             events += self._tools.finish()
@@ -107,4 +107,4 @@ class ChatOutput:
                     call.id, call.name, call.arguments + event.text
                 )
                 calls.append(CallDelta(event.index, arguments=event.text))
-        return Split("".join(content), "", tuple(calls))
+        return OutputDelta("".join(content), "", tuple(calls))

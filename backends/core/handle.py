@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from backends.chat.output import CallDelta, ChatOutput, Split, ToolCallResult
+from backends.chat.output import CallDelta, ChatOutput, OutputDelta, ToolCallResult
 from backends.chat.parsers import ReasoningParser, ToolParser
 from backends.core.timing import RequestMetrics, RequestTimer
 from backends.errors import (
@@ -27,12 +27,12 @@ from backends.errors import (
 from backends.types import (
     CancelCause,
     ChoiceFinish,
-    Delta,
     FinishEvent,
     FinishReason,
+    GeneratedToken,
     PlacedToken,
     PreparedPrompt,
-    TokenEvent,
+    SequenceDelta,
     Usage,
 )
 
@@ -45,7 +45,7 @@ _DOOR_REASONS: dict[FinishReason, ChoiceFinish] = {
 
 
 @dataclass(frozen=True)
-class Piece:
+class ChoiceDelta:
     """A choice's newly visible text; ``finish_reason`` is set on each choice's last piece.
 
     With output splitting (``OutputParsers``), ``text`` is the answer only, ``reasoning`` the
@@ -53,7 +53,7 @@ class Piece:
 
     index: int  # prompt index × n + i
     text: str
-    token: TokenEvent | None = None  # the token generated at this step, if one was
+    token: GeneratedToken | None = None  # the token generated at this step, if one was
     tokens: tuple[PlacedToken, ...] = ()  # tokens whose text is now visible (for logprobs)
     finish_reason: ChoiceFinish | None = None
     last: bool = False  # the request's last piece: every choice has finished
@@ -130,7 +130,7 @@ class Choice:
 
 
 class RequestHandle:
-    """Iterate for :class:`Piece` s (or ``await result()``); ``cancel()`` stops every choice.
+    """Iterate for :class:`ChoiceDelta` s (or ``await result()``); ``cancel()`` stops every choice.
 
     Leaving the iteration early cancels the request, so a door whose client went away stops
     its generation just by not reading on. A choice the server ended (GENAI_REQUEST_TIMEOUT,
@@ -156,15 +156,15 @@ class RequestHandle:
         self._on_token = on_token
         self._on_finish = on_finish
         self._loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue[tuple[Choice, Delta | FinishEvent]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[Choice, SequenceDelta | FinishEvent]] = asyncio.Queue()
         self._metrics: RequestMetrics | None = None
         self._unread = len(choices)  # choices whose last piece the door has not read yet
         self._parsers = parsers
         self._outputs: dict[int, ChatOutput] = {}
 
     # ---- the owner thread's side ---------------------------------------------------------
-    def sink(self, choice: Choice) -> Callable[[Delta | FinishEvent], None]:
-        def deliver(event: Delta | FinishEvent) -> None:
+    def sink(self, choice: Choice) -> Callable[[SequenceDelta | FinishEvent], None]:
+        def deliver(event: SequenceDelta | FinishEvent) -> None:
             try:
                 self._loop.call_soon_threadsafe(self._receive, choice, event)
             except RuntimeError:  # loop closed: nobody is listening any more
@@ -172,7 +172,7 @@ class RequestHandle:
 
         return deliver
 
-    def _receive(self, choice: Choice, event: Delta | FinishEvent) -> None:
+    def _receive(self, choice: Choice, event: SequenceDelta | FinishEvent) -> None:
         if isinstance(event, FinishEvent):
             choice.finish = event
             if self.finished:
@@ -203,14 +203,14 @@ class RequestHandle:
         for choice in self.choices:
             choice.cancel("client")
 
-    async def __aiter__(self) -> AsyncIterator[Piece]:
+    async def __aiter__(self) -> AsyncIterator[ChoiceDelta]:
         try:
             while self._unread:
                 choice, event = await self._queue.get()
                 output = self._output(choice)
-                if isinstance(event, Delta):
-                    split = output.feed(event.text) if output else Split(event.text)
-                    yield Piece(
+                if isinstance(event, SequenceDelta):
+                    split = output.feed(event.text) if output else OutputDelta(event.text)
+                    yield ChoiceDelta(
                         choice.index,
                         split.content,
                         event.token,
@@ -224,10 +224,10 @@ class RequestHandle:
                 if error is not None:
                     raise error
                 reason = _DOOR_REASONS[event.reason]
-                split = output.finish() if output else Split()
+                split = output.finish() if output else OutputDelta()
                 if output is not None and output.calls and reason == "stop":
                     reason = "tool_calls"
-                yield Piece(
+                yield ChoiceDelta(
                     choice.index,
                     split.content,
                     finish_reason=reason,

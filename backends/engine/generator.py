@@ -20,7 +20,7 @@ from backends.engine.logits import log_softmax, logprob_entries, process_logits
 from backends.engine.prefix_cache import Held, PrefixCache
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
-from backends.types import FinishReason, GenerationParams, TokenEvent
+from backends.types import FinishReason, GeneratedToken, GenerationParams
 
 log = logging.getLogger("genai.generator")
 
@@ -216,10 +216,10 @@ class GeneratorStrategy:
             self._finish(seq, "stop")
             return
         seq.counts[token] += 1
-        event = TokenEvent(token, self.model.token_text(seq.stream, token))
+        event = GeneratedToken(token, self.model.token_text(seq.stream, token))
         if logprobs is not None:
             chosen, top = logprob_entries(logprobs, token, p.top_logprobs, self._token_text)
-            event = TokenEvent(token, event.text, chosen, top)
+            event = GeneratedToken(token, event.text, chosen, top)
         if seq.job.emit(event):
             self._finish(seq, "stop")
         elif seq.job.generated >= p.max_new_tokens or seq.gen.is_done():
@@ -249,7 +249,7 @@ class GeneratorStrategy:
             if token in self.model.eos_token_ids:
                 job.finish("stop")
                 return
-            if job.emit(TokenEvent(token, self.model.token_text(stream, token))):
+            if job.emit(GeneratedToken(token, self.model.token_text(stream, token))):
                 job.finish("stop")
                 return
         job.finish("length")

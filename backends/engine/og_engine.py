@@ -18,7 +18,7 @@ import numpy as np
 
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
-from backends.types import FinishReason, GenerationParams, TokenEvent
+from backends.types import FinishReason, GeneratedToken, GenerationParams
 
 log = logging.getLogger("genai.engine")
 
@@ -143,7 +143,7 @@ class EngineStrategy:
         if flags & int(self._flags.TOKEN) and turn.dropped is None:
             token = int(event.token)
             if token not in self.model.eos_token_ids:
-                if turn.job.emit(TokenEvent(token, self.model.token_text(turn.stream, token))):
+                if turn.job.emit(GeneratedToken(token, self.model.token_text(turn.stream, token))):
                     self.drop(turn.job, "stop")  # a stop string: end the turn here
         if flags & int(self._flags.TURN_FINISHED):
             reason = turn.dropped or self._reasons.get(event.finish_reason, "stop")

@@ -26,12 +26,19 @@ from backends.engine.profiling import ProfileWindow
 from backends.engine.stops import VisibleText
 from backends.errors import ShuttingDown
 from backends.models.loader import LoadedModel, load_model
-from backends.types import Delta, FinishEvent, FinishReason, GenerationParams, TokenEvent, Usage
+from backends.types import (
+    FinishEvent,
+    FinishReason,
+    GeneratedToken,
+    GenerationParams,
+    SequenceDelta,
+    Usage,
+)
 
 log = logging.getLogger("genai.scheduler")
 
 T = TypeVar("T")
-Event = Delta | FinishEvent
+Event = SequenceDelta | FinishEvent
 Sink = Callable[[Event], None]
 
 
@@ -62,7 +69,7 @@ class Job:
     def cancel(self) -> None:
         self.cancelled.set()
 
-    def emit(self, event: TokenEvent) -> bool:
+    def emit(self, event: GeneratedToken) -> bool:
         """Pass a generated token on; True if it completed a stop string (the strategy then
         ends the sequence with ``finish("stop")``)."""
         self.generated += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from backends.types import Delta, PlacedToken, TokenEvent
+from backends.types import GeneratedToken, PlacedToken, SequenceDelta
 
 
 class StopMatcher:
@@ -77,7 +77,7 @@ class StopMatcher:
 
 
 class VisibleText:
-    """One sequence's output as a client may see it: token pieces in, :class:`Delta` out.
+    """One sequence's output as a client may see it: token pieces in, :class:`SequenceDelta` out.
 
     Runs the stop matcher and keeps track of which tokens' text has been shown, so logprobs
     are reported with the text they belong to. A stop string ends the sequence (``stopped``);
@@ -93,9 +93,9 @@ class VisibleText:
     def stopped(self) -> bool:
         return self._matcher.matched is not None
 
-    def feed(self, event: TokenEvent) -> Delta:
+    def feed(self, event: GeneratedToken) -> SequenceDelta:
         if self.stopped:
-            return Delta("", event)
+            return SequenceDelta("", event)
         self._waiting.append(PlacedToken(event, self._produced))
         self._produced += len(event.text)
         text = self._matcher.feed(event.text)
@@ -106,9 +106,9 @@ class VisibleText:
         else:
             ready = [t for t in self._waiting if t.offset + len(t.event.text) <= shown]
             self._waiting = self._waiting[len(ready) :]
-        return Delta(text, event, tuple(ready))
+        return SequenceDelta(text, event, tuple(ready))
 
-    def flush(self) -> Delta:
+    def flush(self) -> SequenceDelta:
         """The held-back text and its tokens, once the sequence ended without a stop string."""
         ready, self._waiting = tuple(self._waiting), []
-        return Delta(self._matcher.flush(), None, ready)
+        return SequenceDelta(self._matcher.flush(), None, ready)

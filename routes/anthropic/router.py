@@ -24,7 +24,7 @@ from starlette.types import Message as AsgiMessage
 
 from routes.anthropic import serving
 from routes.http.cancellation import unless_disconnected
-from routes.http.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import document_event_schemas, event_stream, sse_response_doc
 from schemas.anthropic import (
@@ -80,9 +80,9 @@ router = APIRouter(prefix="/v1", tags=["anthropic"])
     summary="Create a message (Anthropic)",
 )
 async def create_message(
-    body: MessagesRequest, service: ServiceDep, settings: SettingsDep, request: Request
+    body: MessagesRequest, models: ModelsDep, settings: SettingsDep, request: Request
 ) -> Message | EventSourceResponse:
-    handle = await service.submit(serving.messages_request(body, request_id(request)))
+    handle = await models.submit(serving.messages_request(body, request_id(request)))
     if body.stream:
         payloads = serving.stream_payloads(handle, body)
         return event_stream(payloads, settings.server.sse_ping, serving.error_event)
@@ -95,10 +95,10 @@ async def create_message(
     responses=ERRORS,
     summary="Count a message's input tokens (Anthropic)",
 )
-async def count_tokens(body: CountTokensRequest, service: ServiceDep) -> CountTokensResponse:
+async def count_tokens(body: CountTokensRequest, models: ModelsDep) -> CountTokensResponse:
     """The prompt's tokens after the chat template: what `usage` reports for the same request
     (`input_tokens` + `cache_read_input_tokens`)."""
-    prepared = await service.tokenize(serving.count_prompt(body), body.model)
+    prepared = await models.tokenize(serving.count_prompt(body), body.model)
     return CountTokensResponse(input_tokens=len(prepared))
 
 

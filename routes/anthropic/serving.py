@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from backends.core.handle import Piece, RequestHandle
+from backends.core.handle import ChoiceDelta, RequestHandle
 from backends.core.request import ChatPrompt, GenerationRequest
 from backends.engine.stops import StopMatcher
 from backends.errors import GenerationFailed
@@ -189,7 +189,7 @@ class _Blocks:
         self.open = None
         return [ContentBlockStopEvent(index=self.index)]
 
-    def feed(self, piece: Piece) -> list[StreamEvent]:
+    def feed(self, piece: ChoiceDelta) -> list[StreamEvent]:
         events: list[StreamEvent] = []
         if piece.reasoning:
             if self.open != "thinking":

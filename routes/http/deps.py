@@ -11,10 +11,10 @@ from schemas.errors import ErrorResponse
 from schemas.settings import Settings
 
 
-def get_service(request: Request) -> ModelRegistry:
+def get_models(request: Request) -> ModelRegistry:
     """The served models (one core each); routes call it as one service, by model name."""
-    service: ModelRegistry = request.app.state.service
-    return service
+    models: ModelRegistry = request.app.state.models
+    return models
 
 
 def get_settings(request: Request) -> Settings:
@@ -22,7 +22,7 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
-ServiceDep = Annotated[ModelRegistry, Depends(get_service)]
+ModelsDep = Annotated[ModelRegistry, Depends(get_models)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {

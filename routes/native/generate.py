@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request
 from backends.core.request import GenerationRequest, TextPrompt
 from routes.door.convert import sampling_params
 from routes.http.cancellation import unless_disconnected
-from routes.http.deps import ERROR_RESPONSES, ServiceDep
+from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
 from schemas.generate import GenerateRequest, GenerateResponse
 
@@ -15,9 +15,7 @@ router = APIRouter(tags=["generate"])
 
 
 @router.post("/generate", response_model=GenerateResponse, responses=ERROR_RESPONSES)
-async def generate(
-    body: GenerateRequest, service: ServiceDep, request: Request
-) -> GenerateResponse:
+async def generate(body: GenerateRequest, models: ModelsDep, request: Request) -> GenerateResponse:
     core = GenerationRequest(
         TextPrompt(body.prompt),
         sampling_params(body),
@@ -27,7 +25,7 @@ async def generate(
         request_id=request_id(request),
         param_names={"max_tokens": "max_new_tokens"},
     )
-    handle = await service.submit(core)
+    handle = await models.submit(core)
     [choice] = (await unless_disconnected(request, handle.result())).choices
     return GenerateResponse(
         generated_text=choice.text,

@@ -12,7 +12,7 @@ from backends.core.handle import RequestHandle
 from backends.core.request import GenerationRequest
 from routes.door.convert import chat_prompt, sampling_params, timing
 from routes.http.cancellation import unless_disconnected
-from routes.http.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import event_stream, sse_response_doc
 from schemas.native import ChatRequest, ChatResponse, Health, StreamDone, StreamToken
@@ -32,21 +32,21 @@ def chat_request(body: ChatRequest, rid: str) -> GenerationRequest:
 
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}}, tags=["health"])
-async def healthz(service: ServiceDep) -> JSONResponse:
+async def healthz(models: ModelsDep) -> JSONResponse:
     """Liveness, in the seed's shape for the default model, with every model's status."""
-    default = service.default
+    default = models.default
     health = Health(
         status=default.status,
         device=default.device,
         model_dir=str(default.model_dir),
-        models=service.statuses(),
+        models=models.statuses(),
     )
     return JSONResponse(health.model_dump(), 200 if health.status == "ok" else 503)
 
 
 @router.post("/v1/chat", response_model=ChatResponse, responses=ERROR_RESPONSES, tags=["chat"])
-async def chat(body: ChatRequest, service: ServiceDep, request: Request) -> ChatResponse:
-    handle = await service.submit(chat_request(body, request_id(request)))
+async def chat(body: ChatRequest, models: ModelsDep, request: Request) -> ChatResponse:
+    handle = await models.submit(chat_request(body, request_id(request)))
     result = await unless_disconnected(request, handle.result())
     [choice] = result.choices
     return ChatResponse(content=choice.text, metrics=timing(result.metrics, handle.model))
@@ -75,7 +75,7 @@ async def _events(handle: RequestHandle) -> AsyncIterator[str]:
     response_class=EventSourceResponse,
 )
 async def chat_stream(
-    body: ChatRequest, service: ServiceDep, settings: SettingsDep, request: Request
+    body: ChatRequest, models: ModelsDep, settings: SettingsDep, request: Request
 ) -> EventSourceResponse:
-    handle = await service.submit(chat_request(body, request_id(request)))
+    handle = await models.submit(chat_request(body, request_id(request)))
     return event_stream(_events(handle), settings.server.sse_ping)

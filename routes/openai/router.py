@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
 from routes.http.cancellation import unless_disconnected
-from routes.http.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import event_stream, sse_response_doc
 from routes.openai import serving
@@ -54,9 +54,9 @@ async def _payloads(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[str]:
     summary="Chat completion (OpenAI)",
 )
 async def chat_completions(
-    body: ChatCompletionRequest, service: ServiceDep, settings: SettingsDep, request: Request
+    body: ChatCompletionRequest, models: ModelsDep, settings: SettingsDep, request: Request
 ) -> ChatCompletion | EventSourceResponse:
-    handle = await service.submit(serving.chat_request(body, request_id(request)))
+    handle = await models.submit(serving.chat_request(body, request_id(request)))
     if body.stream:
         chunks = serving.chat_chunks(handle, body)
         return event_stream(_payloads(chunks), settings.server.sse_ping)
@@ -70,9 +70,9 @@ async def chat_completions(
     summary="Text completion (OpenAI)",
 )
 async def completions(
-    body: CompletionRequest, service: ServiceDep, settings: SettingsDep, request: Request
+    body: CompletionRequest, models: ModelsDep, settings: SettingsDep, request: Request
 ) -> Completion | EventSourceResponse:
-    handle = await service.submit(serving.completion_request(body, request_id(request)))
+    handle = await models.submit(serving.completion_request(body, request_id(request)))
     if body.stream:
         chunks = serving.completion_chunks(handle, body)
         return event_stream(_payloads(chunks), settings.server.sse_ping)
@@ -80,10 +80,10 @@ async def completions(
 
 
 @router.get("/models", response_model=ModelList, responses={401: ERROR_RESPONSES[401]})
-async def list_models(service: ServiceDep) -> ModelList:
-    return serving.model_list(service)
+async def list_models(models: ModelsDep) -> ModelList:
+    return serving.model_list(models)
 
 
 @router.get("/models/{model_id}", response_model=ModelCard, responses=ERROR_RESPONSES)
-async def get_model(model_id: str, service: ServiceDep) -> ModelCard:
-    return serving.model_card(service.served_model(model_id))
+async def get_model(model_id: str, models: ModelsDep) -> ModelCard:
+    return serving.model_card(models.served_model(model_id))

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from backends.core.handle import ChoiceResult, Piece, RequestHandle
+from backends.core.handle import ChoiceDelta, ChoiceResult, RequestHandle
 from backends.core.registry import ModelRegistry, ServedModel
 from backends.core.request import GenerationRequest, TextPrompt
 from backends.errors import GenerationFailed
@@ -152,7 +152,7 @@ def assistant_message(c: ChoiceResult) -> AssistantMessage:
     )
 
 
-def delta_calls(piece: Piece) -> list[DeltaToolCall] | None:
+def delta_calls(piece: ChoiceDelta) -> list[DeltaToolCall] | None:
     calls = [
         DeltaToolCall(
             index=call.index,

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends
 from backends.config import ServiceConfig
 from backends.engine.profiling import ProfileWindow
 from backends.errors import GenAIError, InvalidRequest, RequestNotFound, StartupError
-from routes.http.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
 from routes.model_configs import limits, model_config
 from schemas.errors import ErrorResponse
 from schemas.ops import (
@@ -55,17 +55,17 @@ router = APIRouter(
 
 
 @router.get("/requests", response_model=InflightList)
-async def list_requests(service: ServiceDep) -> InflightList:
-    stats = service.stats()
+async def list_requests(models: ModelsDep) -> InflightList:
+    stats = models.stats()
     return InflightList(data=[InflightRequest(**asdict(r)) for r in stats.requests])
 
 
 @router.post(
     "/requests/{request_id}/cancel", response_model=CancelResult, responses=ERROR_RESPONSES
 )
-async def cancel_request(request_id: str, service: ServiceDep) -> CancelResult:
+async def cancel_request(request_id: str, models: ModelsDep) -> CancelResult:
     """Terminate a running or waiting request; it finishes with reason ``cancelled``."""
-    if not service.cancel(request_id):
+    if not models.cancel(request_id):
         raise RequestNotFound(
             f"No request {request_id!r} is running or waiting.", param="request_id"
         )
@@ -74,7 +74,7 @@ async def cancel_request(request_id: str, service: ServiceDep) -> CancelResult:
 
 @router.post("/profiling", response_model=ProfilingState, responses=ERROR_RESPONSES)
 async def profiling(
-    body: ProfilingRequest, service: ServiceDep, settings: SettingsDep
+    body: ProfilingRequest, models: ModelsDep, settings: SettingsDep
 ) -> ProfilingState:
     """onnxruntime profiling of the next ``steps`` model steps (generator and batch
     schedulers), then off by itself; or off now.
@@ -87,30 +87,30 @@ async def profiling(
         directory.mkdir(parents=True, exist_ok=True)
         window = ProfileWindow(directory, body.steps, server.profile_max_files)
         try:
-            await service.get(body.model).start_profiling(window)
+            await models.get(body.model).start_profiling(window)
         except NotImplementedError as exc:
             raise InvalidRequest(str(exc), param="enabled") from None
         kept = window.prune()
     else:
-        kept = await service.get(body.model).stop_profiling()
+        kept = await models.get(body.model).stop_profiling()
     return ProfilingState(
         enabled=body.enabled,
         directory=str(directory),
-        steps_left=service.get(body.model).profiling_steps_left,
+        steps_left=models.get(body.model).profiling_steps_left,
         kept_files=kept,
     )
 
 
 @router.post("/models", response_model=ModelState, responses=ERROR_RESPONSES)
 async def load_model(
-    body: LoadModelRequest, service: ServiceDep, settings: SettingsDep
+    body: LoadModelRequest, models: ModelsDep, settings: SettingsDep
 ) -> ModelState:
     """Load a model (with the start-up checks of a model at boot) and serve it under
     ``name``; its unset fields take the server's model settings."""
     entry = body.resolved(Path.cwd())
     config = ServiceConfig(model_config(settings.model, entry), limits(settings))
     try:
-        loaded = await service.load(config)
+        loaded = await models.load(config)
     except StartupError as exc:
         raise InvalidRequest(str(exc), param="path") from None
     return ModelState(
@@ -123,8 +123,8 @@ async def load_model(
 
 
 @router.delete("/models/{name}", response_model=UnloadResult, responses=ERROR_RESPONSES)
-async def unload_model(name: str, service: ServiceDep, settings: SettingsDep) -> UnloadResult:
+async def unload_model(name: str, models: ModelsDep, settings: SettingsDep) -> UnloadResult:
     """Stop serving model ``name``: new requests get 404 at once; its running requests get
     ``GENAI_SHUTDOWN_TIMEOUT`` seconds to finish, then are cancelled."""
-    cancelled = await service.unload(name, settings.server.shutdown_timeout)
+    cancelled = await models.unload(name, settings.server.shutdown_timeout)
     return UnloadResult(id=name, unloaded=True, cancelled=cancelled)

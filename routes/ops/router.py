@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from routes.http.deps import ServiceDep
+from routes.http.deps import ModelsDep
 from schemas.ops import Readiness
 
 router = APIRouter()
@@ -18,13 +18,13 @@ router = APIRouter()
 @router.get(
     "/readyz", response_model=Readiness, responses={503: {"model": Readiness}}, tags=["health"]
 )
-async def readyz(service: ServiceDep) -> JSONResponse:
+async def readyz(models: ModelsDep) -> JSONResponse:
     """Readiness: 200 only when the model is loaded and the server is not draining."""
-    if service.draining:
+    if models.draining:
         state = "draining"
     else:
-        state = {"ok": "ready", "loading": "loading", "error": "error"}[service.status]
-    body = Readiness(status=state, scheduler=service.default.strategy_name)
+        state = {"ok": "ready", "loading": "loading", "error": "error"}[models.status]
+    body = Readiness(status=state, scheduler=models.default.strategy_name)
     return JSONResponse(body.model_dump(), 200 if state == "ready" else 503)
 
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
 from routes.http.cancellation import unless_disconnected
-from routes.http.deps import ERROR_RESPONSES, ServiceDep, SettingsDep
+from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import event_stream, sse_response_doc
 from routes.responses import serving
@@ -47,9 +47,9 @@ async def _payloads(events: AsyncIterator[ResponseStreamEvent]) -> AsyncIterator
     summary="Create a response (OpenAI Responses API, stateless)",
 )
 async def create_response(
-    body: ResponsesRequest, service: ServiceDep, settings: SettingsDep, request: Request
+    body: ResponsesRequest, models: ModelsDep, settings: SettingsDep, request: Request
 ) -> ResponsesResponse | EventSourceResponse:
-    handle = await service.submit(serving.responses_request(body, request_id(request)))
+    handle = await models.submit(serving.responses_request(body, request_id(request)))
     if body.stream:
         events = serving.response_events(handle, body)
         return event_stream(_payloads(events), settings.server.sse_ping)

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from backends.core.handle import Piece, RequestHandle
+from backends.core.handle import ChoiceDelta, RequestHandle
 from backends.core.request import ChatPrompt, GenerationRequest
 from backends.errors import GenAIError
 from backends.types import ChoiceFinish
@@ -247,7 +247,7 @@ class ResponseBuilder:
         )
 
     # ---- pieces ----------------------------------------------------------------------------
-    def feed(self, piece: Piece) -> list[ResponseStreamEvent]:
+    def feed(self, piece: ChoiceDelta) -> list[ResponseStreamEvent]:
         events: list[ResponseStreamEvent] = []
         if piece.token is not None:
             self._generated += 1

@@ -159,6 +159,6 @@ def test_a_missing_adapter_file_stops_the_start(tmp_path: Path) -> None:
     path = models_file(tmp_path)
     path.write_text(path.read_text().replace("pirate.onnx_adapter", "nope.onnx_adapter"))
     with make_client(models_file=path) as c:
-        models = c.app.state.service  # type: ignore[attr-defined]
+        models = c.app.state.models  # type: ignore[attr-defined]
         assert models.wait_loaded(30) and models.status == "error"
         assert "nope.onnx_adapter" in str(models.load_error)

@@ -51,7 +51,7 @@ def test_healthz_is_503_error_when_loading_failed() -> None:
         raise StartupError("broken model")
 
     with app_with_loader(failing_loader) as client:
-        client.app.state.service.wait_loaded(10)  # type: ignore[attr-defined]
+        client.app.state.models.wait_loaded(10)  # type: ignore[attr-defined]
         resp = client.get("/healthz")
         assert resp.status_code == 503
         assert resp.json()["status"] == "error"

@@ -45,7 +45,7 @@ max_length = 512
 
 def wait_all(client: TestClient) -> None:
     wait_ready(client)
-    models = client.app.state.service  # type: ignore[attr-defined]
+    models = client.app.state.models  # type: ignore[attr-defined]
     assert models.wait_loaded(60) and set(models.statuses().values()) == {"ok"}
 
 

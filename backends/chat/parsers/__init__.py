@@ -15,8 +15,7 @@ from __future__ import annotations
 
 # The format modules register themselves when imported.
 from backends.chat.parsers import hermes, llama3_json, mistral, phi4_mini  # noqa: F401
-from backends.chat.parsers.reasoning import ReasoningParser, ReasoningStream
-from backends.chat.parsers.registry import (
+from backends.chat.parsers.catalog import (
     UnknownParser,
     choose_reasoning_parser,
     choose_tool_parser,
@@ -25,6 +24,7 @@ from backends.chat.parsers.registry import (
     reasoning_parser_names,
     tool_parser_names,
 )
+from backends.chat.parsers.reasoning import ReasoningParser, ReasoningStream
 from backends.chat.parsers.tool_parser import ToolParser
 from backends.chat.parsers.tool_stream import ToolCallStream
 from backends.chat.parsers.types import (

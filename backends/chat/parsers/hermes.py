@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 from backends.chat.parsers.call_block import CallBlock
 from backends.chat.parsers.call_bodies import CallObject
+from backends.chat.parsers.catalog import register_tool_parser
 from backends.chat.parsers.grammar import forced_call_grammar as build_grammar
 from backends.chat.parsers.grammar import json_call_header, lark_string, token_or_text
-from backends.chat.parsers.registry import register_tool_parser
 from backends.chat.parsers.tool_parser import ToolParser
 from backends.chat.parsers.types import ToolSpec
 

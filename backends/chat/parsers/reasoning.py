@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from backends.chat.parsers.catalog import register_reasoning_parser
 from backends.chat.parsers.holdback import WHITESPACE, partial_marker_suffix, trailing_whitespace
-from backends.chat.parsers.registry import register_reasoning_parser
 from backends.chat.parsers.types import (
     ContentDelta,
     ReasoningDelta,

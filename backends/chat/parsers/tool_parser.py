@@ -2,7 +2,7 @@
 the grammar that forces a model to call.
 
 A format is one small module (``hermes``, ``llama3_json``, ``mistral``, ``phi4_mini``) with a
-:class:`ToolParser` subclass registered by name in :mod:`backends.chat.parsers.registry`. A subclass
+:class:`ToolParser` subclass registered by name in :mod:`backends.chat.parsers.catalog`. A subclass
 says only where calls begin (its markers) and what follows a marker (:meth:`open_block`); the
 scanning, holding back, streaming and error recovery are shared (:mod:`.tool_stream`), which is
 why ``extract`` and the stream agree by construction.

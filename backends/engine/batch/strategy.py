@@ -33,7 +33,7 @@ from backends.engine.batch.slots import SlotTable
 from backends.engine.logits import logprob_entries
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
-from backends.types import FinishReason, GenerationParams, TokenEvent
+from backends.types import FinishReason, GeneratedToken, GenerationParams
 
 log = logging.getLogger("genai.batch")
 
@@ -264,12 +264,12 @@ class BatchStrategy:
                 self._finish(seq, "stop")
                 continue
             state.accept(token)
-            event = TokenEvent(token, self.model.token_text(seq.stream, token))
+            event = GeneratedToken(token, self.model.token_text(seq.stream, token))
             if choice.logprobs is not None:
                 chosen, top = logprob_entries(
                     choice.logprobs, token, p.top_logprobs, self._token_text
                 )
-                event = TokenEvent(token, event.text, chosen, top)
+                event = GeneratedToken(token, event.text, chosen, top)
             if seq.job.emit(event):
                 self._finish(seq, "stop")
             elif state.generated >= p.max_new_tokens:

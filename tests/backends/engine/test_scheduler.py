@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from backends.config import Limits, ModelConfig, ServiceConfig
-from backends.core.handle import Piece, Result
+from backends.core.handle import ChoiceDelta, Result
 from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt
 from backends.core.service import InferenceService
 from backends.errors import (
@@ -135,7 +135,7 @@ def test_queue_full_is_refused(strategy: str) -> None:
 def test_cancel_stops_generation_and_frees_the_slot(strategy: str) -> None:
     async def body(service: InferenceService) -> None:
         handle = await service.submit(request(user("hi"), max_tokens=1500, min_new_tokens=1500))
-        seen: list[Piece] = []
+        seen: list[ChoiceDelta] = []
         async for piece in handle:
             seen.append(piece)
             if len(seen) == 1:  # the owner thread waits for the loop after a first token
@@ -199,7 +199,7 @@ def test_an_end_the_server_imposes_is_raised_naming_it(cause: str) -> None:
 
 @pytest.mark.parametrize("strategy", FULL)
 def test_min_tokens_and_logit_bias_and_logprobs(strategy: str) -> None:
-    async def body(service: InferenceService) -> tuple[Result, Result, list[Piece]]:
+    async def body(service: InferenceService) -> tuple[Result, Result, list[ChoiceDelta]]:
         forced = await chat(service, user("hi"), max_tokens=5, logit_bias={65: 100.0})
         long = await chat(service, user("hi"), max_tokens=40, min_new_tokens=40)
         handle = await service.submit(

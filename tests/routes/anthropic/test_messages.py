@@ -18,8 +18,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backends.chat.output import CallDelta
-from backends.core.handle import Piece
-from backends.types import TokenEvent, Usage
+from backends.core.handle import ChoiceDelta
+from backends.types import GeneratedToken, Usage
 from routes.anthropic import serving
 from schemas.anthropic import CountTokensRequest, MessagesRequest
 from tests.conftest import make_client, wait_ready
@@ -526,12 +526,12 @@ class FakeMetrics:
 
 @dataclass
 class FakeHandle:
-    pieces: list[Piece]
+    pieces: list[ChoiceDelta]
     model: str = MODEL
     prompt_tokens: int = 7
     usage_: Usage = field(default_factory=lambda: Usage(7, 5, 3))
 
-    async def __aiter__(self) -> AsyncIterator[Piece]:
+    async def __aiter__(self) -> AsyncIterator[ChoiceDelta]:
         for piece in self.pieces:
             yield piece
 
@@ -542,18 +542,18 @@ class FakeHandle:
         return FakeMetrics()
 
 
-def token(text: str) -> TokenEvent:
-    return TokenEvent(token_id=1, text=text)
+def token(text: str) -> GeneratedToken:
+    return GeneratedToken(token_id=1, text=text)
 
 
 THINK_ANSWER_CALL = [
-    Piece(0, "", token("<think>"), reasoning="Let me"),
-    Piece(0, "", token(" see"), reasoning=" see."),
-    Piece(0, "Paris", token("Paris")),
-    Piece(0, " it is.", token(" it is.")),
-    Piece(0, "", token("<tool_call>"), calls=(CallDelta(0, "call_abc", "get_time"),)),
-    Piece(0, "", token("..."), calls=(CallDelta(0, arguments='{"zone": '),)),
-    Piece(
+    ChoiceDelta(0, "", token("<think>"), reasoning="Let me"),
+    ChoiceDelta(0, "", token(" see"), reasoning=" see."),
+    ChoiceDelta(0, "Paris", token("Paris")),
+    ChoiceDelta(0, " it is.", token(" it is.")),
+    ChoiceDelta(0, "", token("<tool_call>"), calls=(CallDelta(0, "call_abc", "get_time"),)),
+    ChoiceDelta(0, "", token("..."), calls=(CallDelta(0, arguments='{"zone": '),)),
+    ChoiceDelta(
         0,
         "",
         None,
@@ -570,7 +570,7 @@ def _request(**extra: Any) -> MessagesRequest:
     )
 
 
-def _events(pieces: list[Piece], **extra: Any) -> list[dict[str, Any]]:
+def _events(pieces: list[ChoiceDelta], **extra: Any) -> list[dict[str, Any]]:
     async def run() -> list[dict[str, Any]]:
         handle: Any = FakeHandle(pieces)
         return [
@@ -580,7 +580,7 @@ def _events(pieces: list[Piece], **extra: Any) -> list[dict[str, Any]]:
     return asyncio.run(run())
 
 
-def _whole(pieces: list[Piece], **extra: Any) -> dict[str, Any]:
+def _whole(pieces: list[ChoiceDelta], **extra: Any) -> dict[str, Any]:
     handle: Any = FakeHandle(pieces)
     return asyncio.run(serving.message_response(handle, _request(**extra))).model_dump()
 
@@ -649,9 +649,9 @@ def test_the_stop_reason_says_why_it_ended(
     finish: str, stops: list[str], reason: str, matched: str | None
 ) -> None:
     pieces = [
-        Piece(0, "a ", token("a ")),
-        Piece(0, "", token("b")),
-        Piece(0, "", token(" c d"), finish_reason=finish, last=True),  # type: ignore[arg-type]
+        ChoiceDelta(0, "a ", token("a ")),
+        ChoiceDelta(0, "", token("b")),
+        ChoiceDelta(0, "", token(" c d"), finish_reason=finish, last=True),  # type: ignore[arg-type]
     ]
     whole = _whole(pieces, stop_sequences=stops) if stops else _whole(pieces)
     assert (whole["stop_reason"], whole["stop_sequence"]) == (reason, matched)

@@ -68,7 +68,7 @@ def test_metrics_count_requests_and_tokens(client: TestClient) -> None:
 def test_full_server_answers_429_with_retry_after() -> None:
     with make_client(max_concurrency=1, max_queue=0) as c:
         wait_ready(c)
-        service = c.app.state.service  # type: ignore[attr-defined]
+        service = c.app.state.models  # type: ignore[attr-defined]
         hold = threading.Event()
 
         def long_request() -> None:
@@ -221,7 +221,7 @@ def test_ops_routes_need_the_api_key_when_set(path: str) -> None:
 def test_draining_refuses_new_work() -> None:
     with make_client() as c:
         wait_ready(c)
-        c.app.state.service.draining = True  # type: ignore[attr-defined]
+        c.app.state.models.draining = True  # type: ignore[attr-defined]
         assert c.get("/readyz").json()["status"] == "draining"
         assert c.get("/readyz").status_code == 503
         resp = c.post("/v1/chat", json=BODY)
@@ -232,7 +232,7 @@ def test_draining_refuses_new_work() -> None:
 def test_sse_keepalive_pings_while_waiting_in_the_queue() -> None:
     with make_client(max_concurrency=1, sse_ping=0.02) as c:
         wait_ready(c)
-        service = c.app.state.service  # type: ignore[attr-defined]
+        service = c.app.state.models  # type: ignore[attr-defined]
         started = threading.Event()
 
         def long_request() -> None:

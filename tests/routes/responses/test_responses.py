@@ -15,10 +15,10 @@ from openai.types.responses import ResponseStreamEvent as SDKStreamEvent
 from pydantic import TypeAdapter
 
 from backends.chat.output import CallDelta
-from backends.core.handle import Piece
+from backends.core.handle import ChoiceDelta
 from backends.core.timing import RequestMetrics
 from backends.errors import RequestTimedOut
-from backends.types import TokenEvent, Usage
+from backends.types import GeneratedToken, Usage
 from routes.responses.serving import ResponseBuilder
 from schemas.responses import ResponsesRequest
 from tests.conftest import METRIC_KEYS, assert_error, make_client, wait_ready
@@ -497,21 +497,21 @@ class FakeHandle:
         return RequestMetrics(0.1, 0.2, 0.01, 100.0, 35.0, 10, 7)
 
 
-def _token(text: str) -> TokenEvent:
-    return TokenEvent(1, text)
+def _token(text: str) -> GeneratedToken:
+    return GeneratedToken(1, text)
 
 
 def test_thinking_answer_and_calls_become_items_in_order() -> None:
     body = ResponsesRequest.model_validate({"input": "hi", "tools": [TIME]})
     builder = ResponseBuilder(FakeHandle(), body)  # type: ignore[arg-type]
     pieces = [
-        Piece(0, "", _token("<think>")),
-        Piece(0, "", _token("hm"), reasoning="hm"),
-        Piece(0, "", _token(" ok"), reasoning=" ok"),
-        Piece(0, "Sure.", _token("</think>Sure.")),
-        Piece(0, "", _token("<tool_call>"), calls=(CallDelta(0, "call_a", "get_time"),)),
-        Piece(0, "", _token("{}"), calls=(CallDelta(0, arguments='{"zone": "UTC"}'),)),
-        Piece(0, "", None, finish_reason="tool_calls", last=True),
+        ChoiceDelta(0, "", _token("<think>")),
+        ChoiceDelta(0, "", _token("hm"), reasoning="hm"),
+        ChoiceDelta(0, "", _token(" ok"), reasoning=" ok"),
+        ChoiceDelta(0, "Sure.", _token("</think>Sure.")),
+        ChoiceDelta(0, "", _token("<tool_call>"), calls=(CallDelta(0, "call_a", "get_time"),)),
+        ChoiceDelta(0, "", _token("{}"), calls=(CallDelta(0, arguments='{"zone": "UTC"}'),)),
+        ChoiceDelta(0, "", None, finish_reason="tool_calls", last=True),
     ]
     events = [e for piece in pieces for e in builder.feed(piece)]
     response = builder.response()
@@ -540,7 +540,7 @@ def test_thinking_answer_and_calls_become_items_in_order() -> None:
 
 def test_an_empty_answer_is_still_a_message() -> None:
     builder = ResponseBuilder(FakeHandle(), ResponsesRequest.model_validate({"input": "hi"}))  # type: ignore[arg-type]
-    events = builder.feed(Piece(0, "", None, finish_reason="stop", last=True))
+    events = builder.feed(ChoiceDelta(0, "", None, finish_reason="stop", last=True))
     [message] = builder.response().output
     assert message.type == "message" and message.content[0].text == ""
     assert [e.type for e in events][-1] == "response.output_item.done"
