@@ -76,18 +76,14 @@ class Logprob:
 
 @dataclass(frozen=True)
 class GeneratedToken:
-    """One generated token; ``text`` is the decoded piece it completes (may be empty)."""
+    """One generated token; ``text`` is the decoded piece it completes (may be empty), and
+    ``offset`` where that text starts in the sequence's output (set as it is emitted)."""
 
     token_id: int
     text: str
     logprob: Logprob | None = None  # when logprobs were asked for
     top_logprobs: tuple[Logprob, ...] = ()
-
-
-@dataclass(frozen=True)
-class PlacedToken:
-    event: GeneratedToken
-    offset: int  # where the token's text starts in the choice's output
+    offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,7 +98,7 @@ class SequenceDelta:
 
     text: str
     token: GeneratedToken | None
-    ready: tuple[PlacedToken, ...] = ()
+    ready: tuple[GeneratedToken, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,6 +114,7 @@ class FinishEvent:
     usage: Usage
     error: str | None = None
     queue_time: float = 0.0  # seconds between submission and the start of prefill
+    stop_sequence: str | None = None  # the stop string that ended it, if one did
 
 
 @dataclass

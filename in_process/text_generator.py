@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from backends.core.handle import ChoiceResult, RequestHandle, Result
 from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt, json_schema_guidance
 from backends.core.service import InferenceService
-from backends.types import PlacedToken, SamplingParams
+from backends.types import GeneratedToken, SamplingParams
 from routes.model_configs import service_config
 from schemas.settings import Settings
 
@@ -33,13 +33,13 @@ Prompt = str | Sequence[Mapping[str, Any]]  # raw text, or chat messages for the
 _END = object()
 
 
-def _logprobs(tokens: Sequence[PlacedToken]) -> list[dict[str, Any]]:
+def _logprobs(tokens: Sequence[GeneratedToken]) -> list[dict[str, Any]]:
     out = []
     for t in tokens:
-        chosen = t.event.logprob
+        chosen = t.logprob
         if chosen is None:
             continue
-        top = [{"token": a.token, "logprob": a.logprob} for a in t.event.top_logprobs]
+        top = [{"token": a.token, "logprob": a.logprob} for a in t.top_logprobs]
         out.append({"token": chosen.token, "logprob": chosen.logprob, "top_logprobs": top})
     return out
 
@@ -231,7 +231,7 @@ class OnnxTextGenerator:
                         "finish_reason": None,
                     }
                     if piece.token.logprob is not None:
-                        [entry] = _logprobs([PlacedToken(piece.token, 0)])
+                        [entry] = _logprobs([piece.token])
                         meta.update(logprob=entry["logprob"], top_logprobs=entry["top_logprobs"])
                     counts[i] += 1
                     out.put((piece.text, meta))

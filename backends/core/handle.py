@@ -30,7 +30,6 @@ from backends.types import (
     FinishEvent,
     FinishReason,
     GeneratedToken,
-    PlacedToken,
     PreparedPrompt,
     SequenceDelta,
     Usage,
@@ -54,8 +53,9 @@ class ChoiceDelta:
     index: int  # prompt index × n + i
     text: str
     token: GeneratedToken | None = None  # the token generated at this step, if one was
-    tokens: tuple[PlacedToken, ...] = ()  # tokens whose text is now visible (for logprobs)
+    tokens: tuple[GeneratedToken, ...] = ()  # tokens whose text is now visible (for logprobs)
     finish_reason: ChoiceFinish | None = None
+    stop_sequence: str | None = None  # with a "stop" finish: the stop string that ended it
     last: bool = False  # the request's last piece: every choice has finished
     reasoning: str = ""
     calls: tuple[CallDelta, ...] = ()
@@ -65,8 +65,9 @@ class ChoiceDelta:
 class ChoiceResult:
     index: int
     text: str = ""
-    tokens: list[PlacedToken] = field(default_factory=list)
+    tokens: list[GeneratedToken] = field(default_factory=list)
     finish_reason: ChoiceFinish = "stop"
+    stop_sequence: str | None = None
     completion_tokens: int = 0
     reasoning: str = ""
     tool_calls: list[ToolCallResult] = field(default_factory=list)
@@ -231,6 +232,7 @@ class RequestHandle:
                     choice.index,
                     split.content,
                     finish_reason=reason,
+                    stop_sequence=event.stop_sequence if reason == "stop" else None,
                     last=not self._unread,
                     reasoning=split.reasoning,
                     calls=split.calls,
@@ -259,6 +261,7 @@ class RequestHandle:
             results[piece.index].tokens.extend(piece.tokens)
             if piece.finish_reason is not None:
                 results[piece.index].finish_reason = piece.finish_reason
+                results[piece.index].stop_sequence = piece.stop_sequence
         for choice in self.choices:
             result = results[choice.index]
             result.text = "".join(pieces[choice.index])

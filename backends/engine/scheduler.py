@@ -85,7 +85,8 @@ class Job:
             self.sink(tail)
         queued = (self.started_at or time.perf_counter()) - self.enqueued_at
         usage = Usage(len(self.prompt_ids), self.generated, self.cached_tokens)
-        self.sink(FinishEvent(reason, usage, error, queue_time=queued))
+        stop = self._text.stop_sequence
+        self.sink(FinishEvent(reason, usage, error, queue_time=queued, stop_sequence=stop))
         for follower in self.followers:  # ended with this one (cancelled, timed out, failed)
             follower.started_at = self.started_at
             follower.finish(reason, error)

@@ -10,9 +10,10 @@ thread as each token is made, so a sequence ends at the token that completes its
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
-from backends.types import GeneratedToken, PlacedToken, SequenceDelta
+from backends.types import GeneratedToken, SequenceDelta
 
 
 class StopMatcher:
@@ -86,27 +87,33 @@ class VisibleText:
 
     def __init__(self, stops: Sequence[str]) -> None:
         self._matcher = StopMatcher(stops)
-        self._waiting: list[PlacedToken] = []  # tokens whose text is (partly) held back
+        self._waiting: list[GeneratedToken] = []  # tokens whose text is (partly) held back
         self._produced = 0  # characters of raw output so far
 
     @property
     def stopped(self) -> bool:
         return self._matcher.matched is not None
 
-    def feed(self, event: GeneratedToken) -> SequenceDelta:
+    @property
+    def stop_sequence(self) -> str | None:
+        """The stop string that ended the text, if one did."""
+        return self._matcher.matched
+
+    def feed(self, token: GeneratedToken) -> SequenceDelta:
         if self.stopped:
-            return SequenceDelta("", event)
-        self._waiting.append(PlacedToken(event, self._produced))
-        self._produced += len(event.text)
-        text = self._matcher.feed(event.text)
+            return SequenceDelta("", token)
+        token = dataclasses.replace(token, offset=self._produced)
+        self._waiting.append(token)
+        self._produced += len(token.text)
+        text = self._matcher.feed(token.text)
         shown = self._matcher.released
         if self.stopped:
             ready = [t for t in self._waiting if t.offset < shown]
             self._waiting = []
         else:
-            ready = [t for t in self._waiting if t.offset + len(t.event.text) <= shown]
+            ready = [t for t in self._waiting if t.offset + len(t.text) <= shown]
             self._waiting = self._waiting[len(ready) :]
-        return SequenceDelta(text, event, tuple(ready))
+        return SequenceDelta(text, token, tuple(ready))
 
     def flush(self) -> SequenceDelta:
         """The held-back text and its tokens, once the sequence ended without a stop string."""

@@ -16,7 +16,6 @@ from typing import Any
 
 from backends.core.handle import ChoiceDelta, RequestHandle
 from backends.core.request import ChatPrompt, GenerationRequest
-from backends.engine.stops import StopMatcher
 from backends.errors import GenerationFailed
 from backends.types import ChoiceFinish, SamplingParams
 from routes.door.convert import timing
@@ -224,31 +223,26 @@ async def message_events(
     handle: RequestHandle, body: MessagesRequest
 ) -> AsyncIterator[StreamEvent]:
     """The Messages stream: ``message_start`` and a ``ping``, the content blocks, then
-    ``message_delta`` (stop reason, final usage, ``metrics``) and ``message_stop``.
-
-    The core ends a choice at a stop string without saying which: the door replays the core's
-    own matcher over the raw token texts (the same input, so the same match)."""
+    ``message_delta`` (stop reason, final usage, ``metrics``) and ``message_stop``."""
     start = Usage(input_tokens=handle.prompt_tokens, output_tokens=0)
     message = Message(id=_message_id(), model=handle.model, content=[], usage=start)
     yield MessageStartEvent(message=message)
     yield PingEvent()
     blocks = _Blocks(omit_thinking=body.thinking_omitted)
-    stops = StopMatcher(body.stop_sequences or ())
     finish: ChoiceFinish = "stop"
+    stop_sequence: str | None = None
     async for piece in handle:
-        if piece.token is not None:
-            stops.feed(piece.token.text)
         for event in blocks.feed(piece):
             yield event
         if piece.finish_reason is not None:
-            finish = piece.finish_reason
+            finish, stop_sequence = piece.finish_reason, piece.stop_sequence
     for event in blocks.close():
         yield event
     usage = handle.usage()
-    reason = stop_reason(finish, stops.matched)
+    reason = stop_reason(finish, stop_sequence)
     yield MessageDeltaEvent(
         delta=MessageDelta(
-            stop_reason=reason, stop_sequence=stops.matched if reason == "stop_sequence" else None
+            stop_reason=reason, stop_sequence=stop_sequence if reason == "stop_sequence" else None
         ),
         usage=MessageDeltaUsage(
             output_tokens=usage.completion_tokens,

@@ -16,7 +16,7 @@ from backends.core.handle import ChoiceDelta, ChoiceResult, RequestHandle
 from backends.core.registry import ModelRegistry, ServedModel
 from backends.core.request import GenerationRequest, TextPrompt
 from backends.errors import GenerationFailed
-from backends.types import ChoiceFinish, Logprob, PlacedToken, Usage
+from backends.types import ChoiceFinish, GeneratedToken, Logprob, Usage
 from routes.door.convert import chat_prompt, sampling_params, timing
 from schemas.openai import (
     AssistantMessage,
@@ -100,36 +100,34 @@ def usage_info(usage: Usage) -> UsageInfo:
 
 
 # ---- logprobs ----------------------------------------------------------------------------------
-def _chosen(t: PlacedToken) -> Logprob:
-    if t.event.logprob is None:
+def _chosen(t: GeneratedToken) -> Logprob:
+    if t.logprob is None:
         raise GenerationFailed("logprobs were requested but the backend did not report them")
-    return t.event.logprob
+    return t.logprob
 
 
 def _top(entry: Logprob) -> TopLogprob:
     return TopLogprob(token=entry.token, logprob=entry.logprob, bytes=list(entry.token.encode()))
 
 
-def chat_logprobs(tokens: Sequence[PlacedToken]) -> ChatLogprobs:
+def chat_logprobs(tokens: Sequence[GeneratedToken]) -> ChatLogprobs:
     return ChatLogprobs(
         content=[
             TokenLogprob(
                 **_top(_chosen(t)).model_dump(),
-                top_logprobs=[_top(alt) for alt in t.event.top_logprobs],
+                top_logprobs=[_top(alt) for alt in t.top_logprobs],
             )
             for t in tokens
         ]
     )
 
 
-def completion_logprobs(tokens: Sequence[PlacedToken], top: int) -> CompletionLogprobs:
+def completion_logprobs(tokens: Sequence[GeneratedToken], top: int) -> CompletionLogprobs:
     return CompletionLogprobs(
         tokens=[_chosen(t).token for t in tokens],
         token_logprobs=[_chosen(t).logprob for t in tokens],
         top_logprobs=(
-            [{alt.token: alt.logprob for alt in t.event.top_logprobs} for t in tokens]
-            if top
-            else None
+            [{alt.token: alt.logprob for alt in t.top_logprobs} for t in tokens] if top else None
         ),
         text_offset=[t.offset for t in tokens],
     )

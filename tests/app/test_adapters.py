@@ -110,7 +110,7 @@ def test_concurrent_base_and_adapter_requests_do_not_leak() -> None:
                 for m, p in cases
             ]
             results = await asyncio.gather(*(h.result() for h in handles))
-            return [[t.event.token_id for t in r.choices[0].tokens] for r in results]
+            return [[t.token_id for t in r.choices[0].tokens] for r in results]
         finally:
             await service.stop()
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from backends.engine.stops import StopMatcher
+from backends.engine.stops import StopMatcher, VisibleText
+from backends.types import GeneratedToken
 
 pytestmark = pytest.mark.unit
 
@@ -95,3 +96,14 @@ def test_every_split_of_the_text_gives_the_same_result(stop: str, text: str) -> 
         for released in out:
             shown += released
             assert expected.startswith(shown)
+
+
+def test_visible_text_says_which_stop_ended_it_and_places_its_tokens() -> None:
+    text = VisibleText(["zz", "b c"])
+    pieces = [text.feed(GeneratedToken(i, piece)) for i, piece in enumerate(["a ", "b", " c d"])]
+    assert "".join(p.text for p in pieces) == "a "
+    assert text.stopped and text.stop_sequence == "b c"
+    shown = [t for p in pieces for t in p.ready]
+    assert [(t.token_id, t.offset) for t in shown] == [(0, 0)]  # "b" and " c d" make the stop
+    assert [p.token.offset for p in pieces if p.token] == [0, 2, 3]
+    assert VisibleText(["never"]).stop_sequence is None

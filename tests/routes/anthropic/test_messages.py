@@ -641,18 +641,15 @@ def test_omitted_thinking_keeps_the_block_without_its_text() -> None:
     [
         ("stop", [], "end_turn", None),
         ("length", [], "max_tokens", None),
-        ("stop", ["zz", "b c"], "stop_sequence", "b c"),  # spans two tokens
+        ("stop", ["zz", "b c"], "stop_sequence", "b c"),  # the core says which stop ended it
         ("stop", ["never"], "end_turn", None),  # EOS, with a stop that never came
     ],
 )
 def test_the_stop_reason_says_why_it_ended(
     finish: str, stops: list[str], reason: str, matched: str | None
 ) -> None:
-    pieces = [
-        ChoiceDelta(0, "a ", token("a ")),
-        ChoiceDelta(0, "", token("b")),
-        ChoiceDelta(0, "", token(" c d"), finish_reason=finish, last=True),  # type: ignore[arg-type]
-    ]
+    end = ChoiceDelta(0, "", token(" c d"), finish_reason=finish, stop_sequence=matched, last=True)  # type: ignore[arg-type]
+    pieces = [ChoiceDelta(0, "a ", token("a ")), ChoiceDelta(0, "", token("b")), end]
     whole = _whole(pieces, stop_sequences=stops) if stops else _whole(pieces)
     assert (whole["stop_reason"], whole["stop_sequence"]) == (reason, matched)
 
