@@ -7,16 +7,15 @@ format, so a user who knows one server knows the other.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from backends.chat.parsers.reasoning import ReasoningParser
-    from backends.chat.parsers.tool_parser import ToolParser
+from backends.chat.parsers.reasoning import MISTRAL_THINK, THINK, ReasoningParser
+from backends.chat.parsers.tool_parser import ToolParser
 
-ParserClass = TypeVar("ParserClass", bound="type[ToolParser]")
+ParserClass = TypeVar("ParserClass", bound=type[ToolParser])
 
-_TOOL_PARSERS: dict[str, type[ToolParser]] = {}
-_REASONING_PARSERS: dict[str, ReasoningParser] = {}
+_TOOL_PARSERS: dict[str, type[ToolParser]] = {}  # each format module registers itself
+_REASONING_PARSERS: dict[str, ReasoningParser] = {"think": THINK, "mistral": MISTRAL_THINK}
 
 
 class UnknownParser(ValueError):
@@ -47,12 +46,6 @@ def get_tool_parser(name: str, special_tokens: Mapping[str, int] | None = None) 
             f"No tool parser is named {name!r}; known: {', '.join(tool_parser_names())}."
         ) from None
     return cls(special_tokens)
-
-
-def register_reasoning_parser(name: str, parser: ReasoningParser) -> None:
-    if name in _REASONING_PARSERS:
-        raise ValueError(f"A reasoning parser is already registered as {name!r}.")
-    _REASONING_PARSERS[name] = parser
 
 
 def reasoning_parser_names() -> list[str]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from backends.chat.parsers.catalog import register_reasoning_parser
 from backends.chat.parsers.holdback import WHITESPACE, partial_marker_suffix, trailing_whitespace
 from backends.chat.parsers.types import (
     ContentDelta,
@@ -136,5 +135,3 @@ class ReasoningStream:
 
 THINK = ReasoningParser("<think>", "</think>")
 MISTRAL_THINK = ReasoningParser("[THINK]", "[/THINK]")
-register_reasoning_parser("think", THINK)
-register_reasoning_parser("mistral", MISTRAL_THINK)

@@ -20,7 +20,8 @@ what they have, and the text after the break is read as ordinary text.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from backends.chat.parsers.call_block import CallBlock
 from backends.chat.parsers.holdback import WHITESPACE, partial_marker_suffix, trailing_whitespace
@@ -31,14 +32,24 @@ from backends.chat.parsers.types import (
     ToolCallStart,
 )
 
-if TYPE_CHECKING:
-    from backends.chat.parsers.tool_parser import ToolParser
+
+class CallFormat(Protocol):
+    """What the stream needs of a tool-call format (a :class:`ToolParser` is one): where calls
+    begin, and a parser for what follows a marker."""
+
+    @property
+    def markers(self) -> Sequence[str]: ...
+
+    @property
+    def boundary_markers(self) -> Sequence[str]: ...
+
+    def open_block(self, marker: str) -> CallBlock: ...
 
 
 class ToolCallStream:
     """One output's parser state: ``feed`` each decoded piece in order, then ``finish`` once."""
 
-    def __init__(self, parser: ToolParser, *, stream_arguments: bool = False) -> None:
+    def __init__(self, parser: CallFormat, *, stream_arguments: bool = False) -> None:
         self._parser = parser
         self._incremental = stream_arguments
         self._held = ""  # unreleased content: trailing whitespace, maybe the start of a marker
