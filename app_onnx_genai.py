@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from backends.config import service_configs
 from backends.core.registry import ModelRegistry
 from backends.core.service import InferenceService
 from metrics.prometheus import ServerMetrics
@@ -23,7 +24,6 @@ from routes.http.body_limit import BodyLimitMiddleware
 from routes.http.errors import install_error_handlers
 from routes.http.request_ids import RequestIdMiddleware
 from routes.http.sse import document_event_schemas
-from routes.model_configs import service_configs
 from routes.native import generate
 from routes.native import router as native
 from routes.openai import router as openai
@@ -32,6 +32,7 @@ from routes.ops import router as ops
 from routes.responses import router as responses
 from routes.tokenizer import router as tokenizer
 from routes.web import mount_page
+from schemas.models_file import served_model_fields
 from schemas.native import StreamDone, StreamToken
 from schemas.openai import ChatCompletionChunk, Completion
 from schemas.responses import RESPONSE_STREAM_EVENTS
@@ -81,7 +82,8 @@ def create_app(
     if isinstance(models, InferenceService):
         models = ModelRegistry([models], metrics)
     elif models is None:
-        models = ModelRegistry.from_configs(service_configs(settings), metrics)
+        configs = service_configs(served_model_fields(settings), settings.server.limits())
+        models = ModelRegistry.from_configs(configs, metrics)
     app.state.settings = settings
     app.state.models = models
     app.state.metrics = metrics

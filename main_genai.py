@@ -24,15 +24,16 @@ from typing import Any
 import uvicorn
 from pydantic import SecretStr, ValidationError
 
+from backends.config import service_configs
 from backends.core.registry import ModelRegistry
 from backends.errors import StartupError
 from backends.models.folder import inspect_model_folder
 from backends.models.loader import check_adapters, import_og, resolve_max_length
 from backends.models.providers import detect_available, select_provider
 from routes.http.slow_clients import server_options
-from routes.model_configs import service_configs
 from schemas.cli import parse_args
-from schemas.settings import PARTS, Settings, env_name, unknown_env_names
+from schemas.models_file import served_model_fields
+from schemas.settings import PARTS, Settings, SettingsError, env_name, unknown_env_names
 
 log = logging.getLogger("genai.main")
 
@@ -62,7 +63,7 @@ def warn_unknown_env() -> None:
 def preflight(settings: Settings) -> None:
     """Fail fast, before binding a port, on what would make loading fail (every model)."""
     og = import_og()
-    for config in service_configs(settings):
+    for config in service_configs(served_model_fields(settings), settings.server.limits()):
         model = config.model
         choice = select_provider(model.device, detect_available(og))
         folder = inspect_model_folder(model.path, provider=choice.name, variant=model.variant)
@@ -177,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_workers(settings)
             return 0
         sock = bind_socket(settings.server.host, settings.server.port)
-    except StartupError as exc:
+    except (StartupError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

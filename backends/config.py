@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 SchedulerName = Literal["auto", "generator", "engine", "batch"]
 SCHEDULERS: tuple[str, ...] = get_args(SchedulerName)
@@ -44,3 +44,18 @@ class Limits:
 class ServiceConfig:
     model: ModelConfig
     limits: Limits = field(default_factory=Limits)
+
+
+def service_config(model: Mapping[str, Any], limits: Mapping[str, Any]) -> ServiceConfig:
+    """A model's configuration from plain values (the launcher reads them off the settings:
+    ``schemas.models_file.model_fields`` and ``ServerSettings.limits``)."""
+    fields = dict(model)
+    fields["path"] = Path(fields["path"])
+    fields["adapters"] = {name: Path(f) for name, f in fields.get("adapters", {}).items()}
+    return ServiceConfig(ModelConfig(**fields), Limits(**limits))
+
+
+def service_configs(
+    models: Iterable[Mapping[str, Any]], limits: Mapping[str, Any]
+) -> list[ServiceConfig]:
+    return [service_config(model, limits) for model in models]

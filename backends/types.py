@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 FinishReason = Literal["stop", "length", "cancelled", "timeout", "error"]
 # What a door sees of a choice's end. "cancelled" only when the door itself cancelled; an end
@@ -115,6 +115,25 @@ class FinishEvent:
     error: str | None = None
     queue_time: float = 0.0  # seconds between submission and the start of prefill
     stop_sequence: str | None = None  # the stop string that ended it, if one did
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """Chat messages, rendered with the model's chat template."""
+
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[Mapping[str, Any]] | None = None  # passed to the template
+    template_args: Mapping[str, Any] | None = None  # extra template variables
+
+
+@dataclass(frozen=True)
+class TextPrompt:
+    """Raw text, continued as it is (no template)."""
+
+    text: str
+
+
+Prompt = ChatPrompt | TextPrompt
 
 
 @dataclass

@@ -20,11 +20,12 @@ from collections.abc import Coroutine, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from backends.config import service_config
 from backends.core.handle import ChoiceResult, RequestHandle, Result
 from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt, json_schema_guidance
 from backends.core.service import InferenceService
 from backends.types import GeneratedToken, SamplingParams
-from routes.model_configs import service_config
+from schemas.models_file import model_fields
 from schemas.settings import Settings
 
 T = TypeVar("T")
@@ -68,7 +69,8 @@ class OnnxTextGenerator:
         )
         self._thread.start()
         self._closed = False
-        self.service = InferenceService(service_config(self.settings))
+        config = service_config(model_fields(self.settings.model), self.settings.server.limits())
+        self.service = InferenceService(config)
         try:
             self._call(self.service.start(), timeout=load_timeout)
         except BaseException:

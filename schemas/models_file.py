@@ -24,7 +24,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from schemas.settings import Device, ReasoningParserName, SchedulerName, ToolParserName
+from schemas.settings import (
+    Device,
+    ModelSettings,
+    ReasoningParserName,
+    SchedulerName,
+    Settings,
+    SettingsError,
+    ToolParserName,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -103,3 +111,39 @@ def read_models_file(path: Path) -> ModelsFile:
         raise ValueError(f"the models file {path} is invalid: {problems}") from None
     base = path.resolve().parent
     return ModelsFile(models=[entry.resolved(base) for entry in parsed.models])
+
+
+def model_fields(model: ModelSettings, entry: ModelEntry | None = None) -> dict[str, Any]:
+    """One model's settings as plain values, named as the core's ``ModelConfig`` names them:
+    the model settings, overridden by what a models-file entry sets."""
+    fields: dict[str, Any] = {
+        "path": model.model_dir,
+        "name": model.model_name,
+        "device": model.device,
+        "variant": model.model_variant,
+        "intra_op_threads": model.intra_op_threads,
+        "max_length": model.max_length,
+        "scheduler": model.scheduler,
+        "prefill_chunk": model.prefill_chunk,
+        "cache_sequences": model.cache_sequences,
+        "kv_cache_mib": model.kv_cache_mib,
+        "tool_parser": model.tool_parser,
+        "reasoning_parser": model.reasoning_parser,
+        "adapters": {},
+    }
+    if entry is not None:
+        fields.update(entry.model_dump(exclude_none=True))
+    return fields
+
+
+def served_model_fields(settings: Settings) -> list[dict[str, Any]]:
+    """Every served model's fields (:func:`model_fields`): the models file's entries, or the
+    single model of the model settings. SettingsError for a models file that cannot be read."""
+    path = settings.model.models_file
+    if path is None:
+        return [model_fields(settings.model)]
+    try:
+        entries = read_models_file(path).models
+    except ValueError as exc:
+        raise SettingsError(str(exc)[0].upper() + str(exc)[1:]) from None
+    return [model_fields(settings.model, entry) for entry in entries]

@@ -298,6 +298,16 @@ class ServerSettings(BaseSettings):
     def admin_enabled(self) -> bool:
         return self.admin if self.admin is not None else bool(self.api_keys)
 
+    def limits(self) -> dict[str, Any]:
+        """What the server admits, and the defaults requests get, named as the core's
+        ``Limits`` names them."""
+        return {
+            "max_concurrency": self.max_concurrency,
+            "max_queue": self.max_queue,
+            "request_timeout": self.request_timeout,
+            "default_max_tokens": self.default_max_tokens,
+        }
+
     @model_validator(mode="after")
     def _reload_means_one_worker(self) -> ServerSettings:
         # uvicorn's reloader runs a single process; several workers would be ignored.
@@ -307,6 +317,10 @@ class ServerSettings(BaseSettings):
 
 
 PARTS: tuple[type[BaseSettings], ...] = (ModelSettings, ServerSettings)
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message says why (and the launcher prints it)."""
 
 
 class Settings(BaseModel):

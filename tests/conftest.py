@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,21 @@ def make_client(**overrides: Any) -> TestClient:
     return TestClient(create_app(settings))
 
 
+def wait_loaded(client: TestClient, timeout: float = 60.0) -> dict[str, Any]:
+    """Poll /healthz, as an orchestrator would, until no model is loading; its body."""
+    deadline = time.monotonic() + timeout
+    while True:
+        health: dict[str, Any] = client.get("/healthz").json()
+        if "loading" not in health["models"].values():
+            return health
+        assert time.monotonic() < deadline, f"the models did not load in {timeout} s: {health}"
+        time.sleep(0.05)
+
+
 def wait_ready(client: TestClient, timeout: float = 60.0) -> None:
-    service = client.app.state.models  # type: ignore[attr-defined]
-    assert service.wait_loaded(timeout), "model did not load in time"
-    assert service.status == "ok", f"model failed to load: {service.load_error}"
+    """Wait until every model loaded, and fail if one did not (the log says why)."""
+    health = wait_loaded(client, timeout)
+    assert set(health["models"].values()) == {"ok"}, f"a model failed to load: {health}"
 
 
 @pytest.fixture(scope="session")

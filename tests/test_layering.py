@@ -1,10 +1,12 @@
-"""The layers: backends/ knows no HTTP, schemas/ knows no backends, metrics/ knows no routes.
+"""The layers, checked over the whole tree: every package imports only downward, and no module
+imports, however indirectly, one that imports it back.
 
-Every import counts, at module level or inside a function."""
+Every import counts: at module level, inside a function, or under ``TYPE_CHECKING``."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -13,35 +15,152 @@ from schemas.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
-FORBIDDEN = {
-    "backends": {"fastapi", "starlette", "sse_starlette", "schemas", "routes", "in_process"},
-    "schemas": {"backends", "routes", "in_process"},
-    "metrics": {"routes", "schemas"},
+FIRST_PARTY = ("backends", "routes", "schemas", "metrics", "in_process")
+TOP_MODULES = ("app_onnx_genai", "main_genai")
+
+# What a package (and everything under it) must not import: a module path, or a prefix of one.
+FORBIDDEN: dict[str, set[str]] = {
+    "backends": {
+        "fastapi",
+        "starlette",
+        "sse_starlette",
+        "uvicorn",
+        "schemas",
+        "routes",
+        "metrics",
+        "in_process",
+    },
+    # backends/: core > engine, chat > models > the shared vocabulary (errors, types, config).
+    "backends.engine": {"backends.chat", "backends.core"},
+    "backends.chat": {"backends.engine", "backends.core"},
+    "backends.models": {"backends.chat", "backends.engine", "backends.core"},
+    "backends.errors": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
+    "backends.types": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
+    "backends.config": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
+    "schemas": {"backends", "routes", "in_process", "metrics"},
+    "metrics": {"routes", "schemas", "in_process"},
+    "in_process": {"routes", "fastapi", "starlette", "app_onnx_genai", "main_genai"},
+    # The plumbing serves every protocol and knows none of them.
+    "routes.http": {
+        "routes.native",
+        "routes.openai",
+        "routes.responses",
+        "routes.anthropic",
+        "routes.tokenizer",
+        "routes.ops",
+    },
+    "routes.door": {
+        "routes.native",
+        "routes.openai",
+        "routes.responses",
+        "routes.anthropic",
+        "routes.tokenizer",
+        "routes.ops",
+    },
 }
 
 
-def imported_packages(path: Path) -> set[str]:
+def module_name(path: Path) -> str:
+    if not path.is_relative_to(REPO_ROOT):
+        return path.stem
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_files() -> list[Path]:
+    files = [REPO_ROOT / f"{name}.py" for name in TOP_MODULES]
+    for package in FIRST_PARTY:
+        files += sorted((REPO_ROOT / package).rglob("*.py"))
+    return files
+
+
+def imports_of(path: Path, known: Iterable[str] = ()) -> set[str]:
+    """The modules ``path`` imports. ``from a.b import c`` counts as ``a.b.c`` where that is a
+    module of ours (``known``), else as ``a.b``; relative imports are resolved."""
+    modules = set(known)
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if candidate in modules else base)
     return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = source_files()
+    names = {module_name(f) for f in files}
+    return {module_name(f): imports_of(f, names) & names for f in files}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph, as the modules on it (first repeated last), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_package_imports_nothing_it_must_not(package: str) -> None:
-    files = sorted((REPO_ROOT / package).rglob("*.py"))
-    assert files, f"no modules under {package}/"
+    files = [f for f in source_files() if within(module_name(f), package)]
+    assert files, f"no modules under {package}"
     wrong = {
-        str(f.relative_to(REPO_ROOT)): sorted(imported_packages(f) & FORBIDDEN[package])
+        module_name(f): sorted(
+            imported
+            for imported in imports_of(f)
+            if any(within(imported, banned) for banned in FORBIDDEN[package])
+        )
         for f in files
     }
-    assert not {f: bad for f, bad in wrong.items() if bad}
+    assert not {module: bad for module, bad in wrong.items() if bad}
 
 
-def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
+def test_no_module_imports_itself_back() -> None:
+    assert find_cycle(import_graph()) is None
+
+
+def test_the_checker_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from fastapi import FastAPI\n    import schemas.x\n")
-    assert imported_packages(module) == {"fastapi", "schemas"}
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from routes.x import Y\n"
+        "def f():\n    from fastapi import FastAPI\n    import schemas.x\n"
+    )
+    assert imports_of(module) >= {"fastapi", "schemas.x", "routes.x"}
+
+
+def test_the_cycle_finder_finds_a_cycle_and_only_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "d": {"a", "c"}}) is None

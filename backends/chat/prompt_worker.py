@@ -16,10 +16,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from backends.chat.prompts import render_and_encode
 from backends.chat.template import TemplateSet
-from backends.core.planning import render_and_encode
-from backends.core.request import Prompt
-from backends.types import PreparedPrompt
+from backends.types import PreparedPrompt, Prompt
 
 THRESHOLD_CHARS = 32 * 1024
 

@@ -25,8 +25,8 @@ import jinja2
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from backends.core.request import ChatPrompt
 from backends.errors import InvalidRequest
+from backends.types import ChatPrompt
 
 # Used only when the model folder ships no chat template; documented in the README.
 FALLBACK_ROLE_PREFIX = {

@@ -9,30 +9,41 @@ schema even from a small model.
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from backends.chat.parsers import tool_specs
-from backends.core.handle import OutputParsers
-from backends.core.request import GenerationRequest
+from backends.chat.parsers import ToolParser, tool_specs
 from backends.errors import InvalidRequest
-from backends.models.loader import LoadedModel
 
 
-def apply_tools(model: LoadedModel, request: GenerationRequest) -> GenerationRequest:
-    """The request as the model gets it: tools dropped for ``none``, a forced-call grammar
-    added for ``required`` or a name. Refuses what cannot be honoured."""
-    chat, choice = request.chat, request.tool_choice
-    tools = chat.tools if chat is not None else None
+@dataclass(frozen=True)
+class ToolPlan:
+    """What a request's tools do to its generation."""
+
+    offered: bool  # the chat template gets the tools
+    grammar: str | None = None  # a Lark grammar (llguidance) that forces the calls
+
+
+def plan_tools(
+    parser: ToolParser | None,
+    tools: Sequence[Mapping[str, Any]] | None,
+    choice: str,
+    *,
+    parallel: bool,
+    guided_by: str | None = None,
+) -> ToolPlan:
+    """How ``tool_choice`` is honoured for ``tools`` in this model's call format. Refuses what
+    cannot be: a forced call without tools, tools the model cannot call, an unknown name, a
+    forced call together with the request's own guidance (``guided_by`` names its field)."""
     if not tools:
         if choice not in ("auto", "none"):
             raise InvalidRequest(
                 "tool_choice asks for a call but no tools were given.", param="tool_choice"
             )
-        return request
-    assert chat is not None
+        return ToolPlan(offered=False)
     if choice == "none":
-        return dataclasses.replace(request, prompt=dataclasses.replace(chat, tools=None))
-    parser = model.tool_parser
+        return ToolPlan(offered=False)
     if parser is None:
         raise InvalidRequest(
             "This model has no tool-call format: its chat template takes no tools (or set "
@@ -44,33 +55,18 @@ def apply_tools(model: LoadedModel, request: GenerationRequest) -> GenerationReq
     except (KeyError, TypeError, AttributeError):
         raise InvalidRequest("Every tool needs a function with a name.", param="tools") from None
     if choice == "auto":
-        return request
+        return ToolPlan(offered=True)
     name = None if choice == "required" else choice
     if name is not None and name not in {s.name for s in specs}:
         raise InvalidRequest(
             f"tool_choice names {name!r}, which is not among the tools.", param="tool_choice"
         )
-    if request.sampling.guidance is not None:
+    if guided_by is not None:
         raise InvalidRequest(
-            f"A forced tool call cannot be combined with {request.param('guidance')}.",
-            param=request.param("tool_choice"),
+            f"A forced tool call cannot be combined with {guided_by}.", param="tool_choice"
         )
     try:
-        grammar = parser.forced_call_grammar(
-            specs, tool_name=name, parallel=request.parallel_tool_calls
-        )
+        grammar = parser.forced_call_grammar(specs, tool_name=name, parallel=parallel)
     except ValueError as exc:
         raise InvalidRequest(f"The tools cannot be forced: {exc}", param="tools") from None
-    sampling = dataclasses.replace(request.sampling, guidance=("lark_grammar", grammar))
-    return dataclasses.replace(
-        request, sampling=sampling, param_names={**request.param_names, "guidance": "tools"}
-    )
-
-
-def output_parsers(model: LoadedModel, request: GenerationRequest) -> OutputParsers | None:
-    """How this request's output is split: calls when tools are offered, thinking when the
-    door reports it apart."""
-    chat = request.chat
-    tools = model.tool_parser if chat is not None and chat.tools else None
-    reasoning = model.reasoning_parser if chat is not None and request.split_reasoning else None
-    return OutputParsers(tools, reasoning) if tools or reasoning else None
+    return ToolPlan(offered=True, grammar=grammar)

@@ -14,8 +14,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+from backends.chat.formats import ChatFormat
 from backends.chat.output import CallDelta, ChatOutput, OutputDelta, ToolCallResult
-from backends.chat.parsers import ReasoningParser, ToolParser
 from backends.core.timing import RequestMetrics, RequestTimer
 from backends.errors import (
     GenAIError,
@@ -71,15 +71,6 @@ class ChoiceResult:
     completion_tokens: int = 0
     reasoning: str = ""
     tool_calls: list[ToolCallResult] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class OutputParsers:
-    """How to split a chat's output: its tool calls (when the request gave tools) and the
-    model's thinking (when the door can report it)."""
-
-    tools: ToolParser | None = None
-    reasoning: ReasoningParser | None = None
 
 
 @dataclass(frozen=True)
@@ -146,7 +137,7 @@ class RequestHandle:
         timer: RequestTimer,
         on_token: Callable[[float | None], None] = lambda gap: None,
         on_finish: Callable[[Choice, FinishedChoice], None] = lambda c, f: None,
-        parsers: OutputParsers | None = None,
+        output_format: ChatFormat | None = None,
     ) -> None:
         self.id = request_id
         self.model = model
@@ -160,7 +151,7 @@ class RequestHandle:
         self._queue: asyncio.Queue[tuple[Choice, SequenceDelta | FinishEvent]] = asyncio.Queue()
         self._metrics: RequestMetrics | None = None
         self._unread = len(choices)  # choices whose last piece the door has not read yet
-        self._parsers = parsers
+        self._format = output_format  # how to split the output: calls, thinking
         self._outputs: dict[int, ChatOutput] = {}
 
     # ---- the owner thread's side ---------------------------------------------------------
@@ -241,13 +232,14 @@ class RequestHandle:
             self.cancel()
 
     def _output(self, choice: Choice) -> ChatOutput | None:
-        parsers = self._parsers
-        if parsers is None or (parsers.tools is None and parsers.reasoning is None):
+        chat_format = self._format
+        if chat_format is None:
             return None
         if choice.index not in self._outputs:
             prompt = self.prompts[choice.prompt_index].text if self.prompts else ""
-            opened = parsers.reasoning is not None and parsers.reasoning.opened_by(prompt)
-            self._outputs[choice.index] = ChatOutput(parsers.tools, parsers.reasoning, opened)
+            reasoning = chat_format.reasoning
+            opened = reasoning is not None and reasoning.opened_by(prompt)
+            self._outputs[choice.index] = ChatOutput(chat_format.tools, reasoning, opened)
         return self._outputs[choice.index]
 
     async def result(self) -> Result:
@@ -284,3 +276,22 @@ class RequestHandle:
     def metrics(self) -> RequestMetrics:
         """Timing for the whole request, frozen once every choice finished."""
         return self._metrics or self._timer.finish(self.prompt_tokens)
+
+
+def let_loop_deliver(loop: asyncio.AbstractEventLoop, timeout: float = 0.005) -> None:
+    """Block the owner thread until the event loop has passed on the tokens just delivered.
+
+    onnxruntime-genai holds the GIL for a whole model step (a 1 ms sleep in another thread
+    woke only after the step ended), so a first token delivered right before the next step
+    would wait for that step before the event loop could send it: one decode step added to
+    TTFT. Waiting here (which releases the GIL) lets the loop run its callbacks and the woken
+    stream writers first. Done for first tokens only: on every token the handshake cost decode
+    speed; ``timeout`` bounds the wait if the loop is busy."""
+    done = threading.Event()
+    try:
+        # Two hops: the first runs after the delivery callbacks, the second after the tasks
+        # they woke (the SSE writers) got their turn.
+        loop.call_soon_threadsafe(loop.call_soon, done.set)
+    except RuntimeError:  # loop closed
+        return
+    done.wait(timeout)

@@ -1,20 +1,23 @@
-"""From a request to sequences the scheduler can run: render, tokenize, check, plan.
+"""From a request to sequences the scheduler can run: check, plan, make the jobs.
 
-Runs on the owner thread, in the one trip a request makes there (``InferenceService.submit``).
-Every check that can refuse a request happens here, before any of its sequences is queued.
+The checks that need no tokens run on the event loop as the request arrives; the rest run on
+the owner thread, in the one trip a request makes there (:func:`plan_jobs`), after its prompts
+are rendered and tokenized. Every check that can refuse a request runs before any of its
+sequences is queued.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Sequence
-from typing import Any
 
-from backends.chat.template import TemplateSet, encode_chat, render_chat
-from backends.core.request import ChatPrompt, GenerationRequest, Prompt, TextPrompt
+from backends.chat.formats import ChatFormat
+from backends.chat.prompts import prompt_chars
+from backends.chat.tools import plan_tools
+from backends.config import Limits
+from backends.core.handle import RequestHandle
+from backends.core.request import GenerationRequest
+from backends.engine.scheduler import Job, Strategy
 from backends.errors import ContextLengthExceeded, InvalidRequest
-from backends.models.folder import ModelFolder
 from backends.models.loader import LoadedModel
 from backends.types import SEED_MAX, GenerationParams, PreparedPrompt
 
@@ -51,44 +54,6 @@ def plan_max_new_tokens(
             param=tokens_param,
         )
     return requested
-
-
-def templates_of(folder: ModelFolder) -> TemplateSet:
-    return TemplateSet(folder.chat_templates, folder.template_tokens)
-
-
-def prepare_prompt(model: LoadedModel, prompt: Prompt, param: str) -> PreparedPrompt:
-    folder = model.folder
-    return render_and_encode(
-        model.tokenizer, templates_of(folder), folder.special_tokens, prompt, param
-    )
-
-
-def render_and_encode(
-    tokenizer: Any, templates: TemplateSet, specials: Sequence[str], prompt: Prompt, param: str
-) -> PreparedPrompt:
-    """The prompt's text and tokens (runs on the owner thread, or in the prompt worker)."""
-
-    def encode(text: str) -> list[int]:
-        return [int(t) for t in tokenizer.encode(text)] if text else []
-
-    if isinstance(prompt, ChatPrompt):
-        text = render_chat(templates, prompt)
-        ids = encode_chat(encode, text, prompt, specials)
-    else:
-        text = prompt.text
-        ids = encode(text)
-    if not ids:
-        raise InvalidRequest("The prompt is empty: it has no tokens.", param=param)
-    return PreparedPrompt(text, ids)
-
-
-def prompt_chars(prompt: Prompt) -> int:
-    """Characters of what the client sent (the template's own text not counted)."""
-    if isinstance(prompt, TextPrompt):
-        return len(prompt.text)
-    content = sum(len(str(m.get("content") or "")) for m in prompt.messages)
-    return content + len(json.dumps(list(prompt.tools))) if prompt.tools else content
 
 
 def check_prompt_size(
@@ -207,3 +172,90 @@ def check_beams(request: GenerationRequest) -> None:
                 f"{request.param(field_name)} cannot be combined with {beams}.",
                 param=request.param(field_name),
             )
+
+
+def apply_tools(request: GenerationRequest, chat_format: ChatFormat) -> GenerationRequest:
+    """The request as the model gets it: tools dropped for ``none``, a forced-call grammar
+    added for ``required`` or a name (:func:`backends.chat.tools.plan_tools`)."""
+    chat = request.chat
+    guided = request.sampling.guidance is not None
+    plan = plan_tools(
+        chat_format.tools,
+        chat.tools if chat is not None else None,
+        request.tool_choice,
+        parallel=request.parallel_tool_calls,
+        guided_by=request.param("guidance") if guided else None,
+    )
+    if chat is not None and chat.tools and not plan.offered:
+        request = dataclasses.replace(request, prompt=dataclasses.replace(chat, tools=None))
+    if plan.grammar is None:
+        return request
+    sampling = dataclasses.replace(request.sampling, guidance=("lark_grammar", plan.grammar))
+    names = {**request.param_names, "guidance": "tools"}
+    return dataclasses.replace(request, sampling=sampling, param_names=names)
+
+
+def output_format(request: GenerationRequest, chat_format: ChatFormat) -> ChatFormat | None:
+    """How this request's output is split: calls when it offers tools, thinking when its
+    door reports it apart."""
+    chat = request.chat
+    return chat_format.select(
+        tools=chat is not None and bool(chat.tools),
+        reasoning=chat is not None and request.split_reasoning,
+    )
+
+
+def beam_leads(jobs: list[Job], n: int) -> list[Job]:
+    """Beam search: one search per prompt returns its ``n`` choices; the first choice's job
+    runs it and carries the others as followers."""
+    leads = jobs[::n]
+    for i, lead in enumerate(leads):
+        lead.followers = jobs[i * n + 1 : (i + 1) * n]
+    return leads
+
+
+def plan_jobs(
+    request: GenerationRequest,
+    handle: RequestHandle,
+    prompts: list[PreparedPrompt],
+    model: LoadedModel,
+    strategy: Strategy,
+    limits: Limits,
+    adapter: str | None,
+) -> list[Job]:
+    """On the owner thread, once the prompts are tokenized: the checks that need the tokens
+    or the strategy, then one job per choice (per beam search with beams).
+
+    The prompts are set on the handle here, before any of its events can be delivered."""
+    prompt_param, tokens_param = request.param("prompt"), request.param("max_tokens")
+    check_vocabulary(model, request)
+    deadline = request.deadline
+    if deadline is None and limits.request_timeout:
+        deadline = request.accepted_at + limits.request_timeout
+    jobs = []
+    for choice in handle.choices:
+        prompt = prompts[choice.prompt_index]
+        max_new = plan_max_new_tokens(
+            len(prompt),
+            request.max_tokens,
+            limits.default_max_tokens,
+            strategy.max_length,
+            prompt_param=prompt_param,
+            tokens_param=tokens_param,
+        )
+        params = choice_params(request, choice.index % request.n, max_new, adapter)
+        refuse_unsupported(strategy.name, strategy.unsupported(params), request)
+        jobs.append(
+            Job(
+                choice.id,
+                prompt.token_ids,
+                params,
+                handle.sink(choice),
+                deadline=deadline,
+                stops=tuple(request.stop),
+                cancelled=choice.cancelled,
+                group=handle.id,
+            )
+        )
+    handle.prompts = prompts
+    return beam_leads(jobs, request.n) if request.sampling.num_beams > 1 else jobs

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -111,9 +110,6 @@ class ModelRegistry:
         return out
 
     # ---- what one service offers, routed by model ----------------------------------------
-    def check_model(self, name: str | None) -> None:
-        self.get(name)
-
     async def submit(self, request: GenerationRequest) -> RequestHandle:
         return await self.get(request.model).submit(request)
 
@@ -166,19 +162,6 @@ class ModelRegistry:
         self._draining = value
         for service in self._services.values():
             service.draining = value
-
-    @property
-    def load_error(self) -> BaseException | None:
-        return self.default.load_error
-
-    def wait_loaded(self, timeout: float | None = None) -> bool:
-        """Block (not on the event loop) until every model's loading ended, well or not."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for service in self.services:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not service.wait_loaded(left):
-                return False
-        return True
 
     async def drain(self, timeout: float) -> int:
         self.draining = True

@@ -13,26 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.types import GuidanceKind, SamplingParams
+from backends.types import ChatPrompt, GuidanceKind, Prompt, SamplingParams, TextPrompt
 
-
-@dataclass(frozen=True)
-class ChatPrompt:
-    """Chat messages, rendered with the model's chat template."""
-
-    messages: Sequence[Mapping[str, Any]]
-    tools: Sequence[Mapping[str, Any]] | None = None  # passed to the template
-    template_args: Mapping[str, Any] | None = None  # extra template variables
-
-
-@dataclass(frozen=True)
-class TextPrompt:
-    """Raw text, continued as it is (no template)."""
-
-    text: str
-
-
-Prompt = ChatPrompt | TextPrompt
+__all__ = ["ChatPrompt", "GenerationRequest", "Prompt", "TextPrompt", "json_schema_guidance"]
 
 
 @dataclass(frozen=True)

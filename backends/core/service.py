@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -20,29 +19,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from backends.chat.formats import ChatFormat, chat_format
 from backends.chat.prompt_worker import THRESHOLD_CHARS, PromptWorker
-from backends.chat.tools import apply_tools, output_parsers
-from backends.config import SchedulerName, ServiceConfig
-from backends.core.handle import Choice, FinishedChoice, OutputParsers, RequestHandle
+from backends.chat.prompts import prepare_prompt, templates_of
+from backends.config import ModelConfig, ServiceConfig
+from backends.core.handle import Choice, FinishedChoice, RequestHandle, let_loop_deliver
 from backends.core.planning import (
+    apply_tools,
     check_beams,
     check_guidance,
     check_prompt_size,
-    check_vocabulary,
-    choice_params,
-    plan_max_new_tokens,
-    prepare_prompt,
-    refuse_unsupported,
-    templates_of,
+    output_format,
+    plan_jobs,
 )
-from backends.core.request import GenerationRequest, Prompt
+from backends.core.request import GenerationRequest
 from backends.core.timing import RequestTimer
-from backends.engine.fallback import WithFallback
+from backends.engine.choose import strategy_factory
 from backends.engine.profiling import ProfileWindow
 from backends.engine.scheduler import Job, Scheduler, Strategy
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
-from backends.models.loader import LoadedModel
-from backends.types import PreparedPrompt
+from backends.models.loader import LoadedModel, load_model
+from backends.types import PreparedPrompt, Prompt
 
 log = logging.getLogger("genai.service")
 
@@ -77,121 +74,51 @@ class ServiceStats:
     requests: tuple[RequestStats, ...]
 
 
-def strategy_factory(config: ServiceConfig) -> Callable[[LoadedModel], Strategy]:
-    """Pick the scheduling strategy once the model is loaded (``auto`` looks at the model)."""
-    model_cfg, slots = config.model, config.limits.max_concurrency
-
-    def make(model: LoadedModel) -> Strategy:
-        name, chosen = model_cfg.scheduler, model_cfg.scheduler != "auto"
-        if name == "auto":
-            name = auto_strategy(model)
-        if name == "batch":
-            from backends.engine.batch.decoder import UnsupportedModel
-            from backends.engine.batch.strategy import BatchStrategy
-
-            try:
-                batch = BatchStrategy.create(
-                    model,
-                    slots=slots,
-                    prefill_chunk=model_cfg.prefill_chunk,
-                    cache_size=model_cfg.cache_sequences,
-                    kv_budget_mib=model_cfg.kv_cache_mib,
-                )
-                # Beam search and adapters, which batch cannot do, go to a generator.
-                return WithFallback(batch, lambda: generator(model))
-            except UnsupportedModel as exc:
-                log.log(
-                    logging.WARNING if chosen else logging.INFO,
-                    "batch scheduler: cannot serve this model (%s); using generator",
-                    exc,
-                )
-                name = "generator"
-        if name == "engine":
-            from backends.engine.og_engine import EngineStrategy
-
-            return EngineStrategy(model, cache_size=model_cfg.cache_sequences)
-        return generator(model)
-
-    def generator(model: LoadedModel) -> Strategy:
-        from backends.engine.generator import GeneratorStrategy
-
-        return GeneratorStrategy(
-            model, prefill_chunk=model_cfg.prefill_chunk, cache_size=model_cfg.cache_sequences
-        )
-
-    return make
-
-
-def auto_strategy(model: LoadedModel) -> SchedulerName:
-    """``auto``: the Engine's continuous batching where the model has it (paged attention on
-    an accelerator); on the CPU our own continuous batching (``batch``, which falls back to
-    the generator for a graph it does not understand); the generator for LoRA adapters, which
-    only it applies, and for the rest."""
-    if model.adapter_files:
-        return "generator"
-    if model.dynamic_batching:
-        return "engine"
-    return "batch" if model.provider.name == "cpu" else "generator"
-
-
-def decode(model: LoadedModel, token_ids: Sequence[int]) -> str:
-    """Token ids to text as generation decodes them: through a tokenizer stream.
-    (``Tokenizer.decode`` of a whole sequence stopped at the first byte token that is not
-    valid UTF-8 on its own, silently dropping the rest.)"""
-    stream = model.tokenizer.create_stream()
-    return "".join(str(stream.decode(int(t))) for t in token_ids)
-
-
-def beam_leads(jobs: list[Job], n: int) -> list[Job]:
-    """Beam search: one search per prompt returns its ``n`` choices; the first choice's job
-    runs it and carries the others as followers."""
-    leads = jobs[::n]
-    for i, lead in enumerate(leads):
-        lead.followers = jobs[i * n + 1 : (i + 1) * n]
-    return leads
-
-
-def _let_loop_deliver(loop: asyncio.AbstractEventLoop, timeout: float = 0.005) -> None:
-    """Block the owner thread until the event loop has passed on the tokens just delivered.
-
-    onnxruntime-genai holds the GIL for a whole model step (a 1 ms sleep in another thread
-    woke only after the step ended), so a first token delivered right before the next step
-    would wait for that step before the event loop could send it: one decode step added to
-    TTFT. Waiting here (which releases the GIL) lets the loop run its callbacks and the woken
-    stream writers first. Done for first tokens only: on every token the handshake cost decode
-    speed; ``timeout`` bounds the wait if the loop is busy."""
-    done = threading.Event()
-    try:
-        # Two hops: the first runs after the delivery callbacks, the second after the tasks
-        # they woke (the SSE writers) got their turn.
-        loop.call_soon_threadsafe(loop.call_soon, done.set)
-    except RuntimeError:  # loop closed
-        return
-    done.wait(timeout)
-
-
 class InferenceService:
+    """One model's core: its owner thread (loading the model there), admission, and every
+    request's trip to the owner thread and back. ``loader`` loads the model (tests slow it
+    down or make it fail)."""
+
     def __init__(
         self,
         config: ServiceConfig,
-        scheduler: Scheduler | None = None,
         observer: Observer | None = None,
+        *,
+        loader: Callable[[ModelConfig], LoadedModel] = load_model,
     ) -> None:
         self.config = config
         self.observer = observer
         self.draining = False
-        self._scheduler = scheduler or Scheduler(
-            config.model, strategy_factory(config), max_concurrency=config.limits.max_concurrency
+        self._loader = loader
+        self._chat_format = ChatFormat()  # set on the owner thread, with the model
+        self._scheduler = Scheduler(
+            config.model,
+            strategy_factory(config.model, config.limits.max_concurrency),
+            max_concurrency=config.limits.max_concurrency,
+            loader=self._load,
         )
         self._inflight: dict[str, tuple[Choice, RequestHandle]] = {}
         self._prompt_worker: PromptWorker | None = None
         self._ids = itertools.count(1)
 
+    def _load(self, config: ModelConfig) -> LoadedModel:
+        """On the owner thread: the model, and how it writes tool calls and thinking."""
+        model = self._loader(config)
+        found = chat_format(model.folder, config.tool_parser, config.reasoning_parser)
+        model.kept_tokens.update(found.kept_tokens)
+        self._chat_format = found
+        log.info(
+            "tool calls: %s; reasoning: %s",
+            found.tools.name if found.tools else "none",
+            f"{found.reasoning.start}...{found.reasoning.end}" if found.reasoning else "none",
+        )
+        return model
+
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
         """Start loading on the owner thread and wait for it; raises what loading raised."""
         loop = asyncio.get_running_loop()
-        self._scheduler.after_first_tokens = lambda: _let_loop_deliver(loop)
+        self._scheduler.after_first_tokens = lambda: let_loop_deliver(loop)
         self._scheduler.start()
         await loop.run_in_executor(None, self._scheduler.loaded.wait)
         if self._scheduler.load_error is not None:
@@ -257,14 +184,6 @@ class InferenceService:
         strategy = self._scheduler.strategy
         return strategy.name if strategy is not None else None
 
-    @property
-    def load_error(self) -> BaseException | None:
-        return self._scheduler.load_error
-
-    def wait_loaded(self, timeout: float | None = None) -> bool:
-        """Block (not on the event loop) until loading ended, well or not."""
-        return self._scheduler.loaded.wait(timeout)
-
     def stats(self) -> ServiceStats:
         running_ids = set(self._scheduler.active_job_ids())
         now = time.perf_counter()
@@ -282,7 +201,7 @@ class InferenceService:
         return ServiceStats(running=running, waiting=len(requests) - running, requests=requests)
 
     # ---- requests ------------------------------------------------------------------------
-    def check_model(self, name: str | None) -> None:
+    def _check_model(self, name: str | None) -> None:
         if name is not None and name not in self.names:
             served = ", ".join(repr(n) for n in self.names)
             raise ModelNotFound(
@@ -292,12 +211,12 @@ class InferenceService:
 
     async def submit(self, request: GenerationRequest) -> RequestHandle:
         """Admit, prepare and queue every choice of ``request``; iterate the handle for them."""
-        self.check_model(request.model)
+        self._check_model(request.model)
         if not request.prompts or request.n < 1:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
         self._admit(request.choice_count)
         model, strategy = self._loaded()
-        request = apply_tools(model, request)
+        request = apply_tools(request, self._chat_format)
         check_beams(request)
         chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
         if request.sampling.guidance is not None:
@@ -307,7 +226,7 @@ class InferenceService:
             tokenized = await self._worker(model).prepare(request.prompts, request.param("prompt"))
         if tokenized is not None or request.sampling.guidance is not None:
             self._admit(request.choice_count)  # the wait may have let others in
-        handle = self._new_handle(request, output_parsers(model, request))
+        handle = self._new_handle(request, output_format(request, self._chat_format))
         prepared = self._scheduler.submit(
             lambda model, strategy: self._prepare(model, strategy, request, handle, tokenized)
         )
@@ -341,9 +260,9 @@ class InferenceService:
 
     async def tokenize(self, prompt: Prompt, model: str | None = None) -> PreparedPrompt:
         """A prompt as the model would get it: rendered (a chat) and tokenized."""
-        self.check_model(model)
+        self._check_model(model)
         loaded, strategy = self._loaded()
-        request = apply_tools(loaded, GenerationRequest(prompt))
+        request = apply_tools(GenerationRequest(prompt), self._chat_format)
         check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
         param = request.param("prompt")
         [prepared] = request.prompts
@@ -352,7 +271,7 @@ class InferenceService:
         return result
 
     async def detokenize(self, token_ids: Sequence[int], model: str | None = None) -> str:
-        self.check_model(model)
+        self._check_model(model)
         loaded, _ = self._loaded()
         vocab = loaded.vocab_size
         bad = sorted({t for t in token_ids if not 0 <= t < vocab})
@@ -360,7 +279,7 @@ class InferenceService:
             raise InvalidRequest(
                 f"Token ids outside the vocabulary (0..{vocab - 1}): {bad[:10]}", param="tokens"
             )
-        future = self._scheduler.call(lambda m: decode(m, token_ids))
+        future = self._scheduler.call(lambda m: m.decode(token_ids))
         text: str = await asyncio.wrap_future(future)
         return text
 
@@ -428,9 +347,7 @@ class InferenceService:
                 headers={"Retry-After": "1"},
             )
 
-    def _new_handle(
-        self, request: GenerationRequest, parsers: OutputParsers | None
-    ) -> RequestHandle:
+    def _new_handle(self, request: GenerationRequest, output: ChatFormat | None) -> RequestHandle:
         base = request.request_id or f"gen-{next(self._ids)}"
         if any(key == base or key.startswith(base + ".") for key in self._inflight):
             base = f"{base}-{next(self._ids)}"
@@ -447,7 +364,7 @@ class InferenceService:
             timer,
             self._token,
             self._finished,
-            parsers,
+            output,
         )
         for choice in choices:
             self._inflight[choice.id] = (choice, handle)
@@ -461,45 +378,12 @@ class InferenceService:
         handle: RequestHandle,
         tokenized: list[PreparedPrompt] | None,
     ) -> tuple[None, list[Job]]:
-        """On the owner thread: everything that can refuse the request, then its jobs.
-
-        The prompts are set on the handle here, before any of its events can be delivered."""
-        prompt_param, tokens_param = request.param("prompt"), request.param("max_tokens")
-        prompts = tokenized or [prepare_prompt(model, p, prompt_param) for p in request.prompts]
-        check_vocabulary(model, request)
+        """On the owner thread: render and tokenize (unless the prompt worker did), then
+        everything else that can refuse the request, then its jobs."""
+        param = request.param("prompt")
+        prompts = tokenized or [prepare_prompt(model, p, param) for p in request.prompts]
         adapter = request.model if request.model in self.adapter_names else None
-        limits = self.config.limits
-        deadline = request.deadline
-        if deadline is None and limits.request_timeout:
-            deadline = request.accepted_at + limits.request_timeout
-        jobs = []
-        for choice in handle.choices:
-            prompt = prompts[choice.prompt_index]
-            max_new = plan_max_new_tokens(
-                len(prompt),
-                request.max_tokens,
-                limits.default_max_tokens,
-                strategy.max_length,
-                prompt_param=prompt_param,
-                tokens_param=tokens_param,
-            )
-            params = choice_params(request, choice.index % request.n, max_new, adapter)
-            refuse_unsupported(strategy.name, strategy.unsupported(params), request)
-            jobs.append(
-                Job(
-                    choice.id,
-                    prompt.token_ids,
-                    params,
-                    handle.sink(choice),
-                    deadline=deadline,
-                    stops=tuple(request.stop),
-                    cancelled=choice.cancelled,
-                    group=handle.id,
-                )
-            )
-        handle.prompts = prompts
-        if request.sampling.num_beams > 1:
-            return None, beam_leads(jobs, request.n)
+        jobs = plan_jobs(request, handle, prompts, model, strategy, self.config.limits, adapter)
         return None, jobs
 
     def _forget(self, handle: RequestHandle) -> None:

@@ -4,9 +4,10 @@ onnxruntime-genai requires Engine/Request calls from the thread that made the En
 Generator step holds the GIL; so one dedicated thread owns the model and all sequences. Other
 threads talk to it only through a command queue (work in) and per-job sinks (events out).
 
-The scheduler admits at most ``max_concurrency`` jobs into its strategy (the rest wait in
-arrival order), enforces cancellation and deadlines between steps, and lets the strategy
-(``generator`` or ``engine``) advance the active jobs one step at a time.
+The scheduler admits at most ``max_concurrency`` jobs into its strategy (the rest wait, the
+request running the fewest first), enforces cancellation and deadlines between steps, and lets
+the strategy (``batch``, ``generator`` or ``engine``: :mod:`backends.engine.choose`) advance
+the active jobs one step at a time.
 """
 
 from __future__ import annotations
@@ -139,14 +140,14 @@ class Scheduler:
     def __init__(
         self,
         config: ModelConfig,
-        strategy_factory: StrategyFactory | None = None,
+        strategy_factory: StrategyFactory,
         *,
         max_concurrency: int = 8,
         loader: Callable[[ModelConfig], LoadedModel] = load_model,
     ) -> None:
         self._config = config
         self._loader = loader
-        self._factory = strategy_factory or _default_factory
+        self._factory = strategy_factory
         self.max_concurrency = max_concurrency
         self._commands: queue.SimpleQueue[_Admit | _Call | _Stop] = queue.SimpleQueue()
         self._waiting: deque[Job] = deque()
@@ -322,9 +323,3 @@ def _expired(job: Job, now: float) -> FinishReason | None:
     if job.deadline is not None and now >= job.deadline:
         return "timeout"
     return None
-
-
-def _default_factory(model: LoadedModel) -> Strategy:
-    from backends.engine.generator import GeneratorStrategy
-
-    return GeneratorStrategy(model)

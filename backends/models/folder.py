@@ -87,10 +87,6 @@ class ModelFolder:
             return named
         return {}
 
-    @property
-    def has_chat_template(self) -> bool:
-        return bool(self.chat_templates)
-
     @cached_property
     def template_tokens(self) -> dict[str, str]:
         """The special tokens a chat template may use by name (bos_token, eos_token, ...)."""

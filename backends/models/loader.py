@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -14,15 +14,6 @@ from typing import Any
 from backends.config import ModelConfig
 from backends.errors import StartupError
 from backends.models.folder import ModelFolder, inspect_model_folder
-from backends.chat.parsers import (
-    ReasoningParser,
-    ToolParser,
-    UnknownParser,
-    choose_reasoning_parser,
-    choose_tool_parser,
-    get_reasoning_parser,
-    get_tool_parser,
-)
 from backends.models.providers import ProviderChoice, apply_provider, detect_available, select_provider
 
 log = logging.getLogger("genai.runtime")
@@ -64,9 +55,9 @@ class LoadedModel:
     max_length: int
     eos_token_ids: frozenset[int]
     threads: int  # intra-op threads (CPU)
-    tool_parser: ToolParser | None = None  # how this model writes tool calls
-    reasoning_parser: ReasoningParser | None = None  # how it writes its thinking, if it does
-    kept_tokens: dict[int, str] = field(default_factory=dict)  # special tokens kept as text
+    # Special tokens written back into the text (tool-call and reasoning markers, which
+    # onnxruntime-genai's decoder drops), id -> text; set by whoever knows the chat format.
+    kept_tokens: dict[int, str] = field(default_factory=dict)
     adapter_files: Mapping[str, Path] = field(default_factory=dict)  # LoRA: name -> file
 
     def token_text(self, stream: Any, token: int) -> str:
@@ -74,6 +65,13 @@ class LoadedModel:
         markers that are special tokens (which onnxruntime-genai's decoder drops) the marker."""
         kept = self.kept_tokens.get(token)
         return kept if kept is not None else str(stream.decode(token))
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Token ids to text as generation decodes them: through a tokenizer stream.
+        (``Tokenizer.decode`` of a whole sequence stopped at the first byte token that is not
+        valid UTF-8 on its own, silently dropping the rest.)"""
+        stream = self.tokenizer.create_stream()
+        return "".join(str(stream.decode(int(t))) for t in token_ids)
 
     @cached_property
     def model(self) -> Any:
@@ -161,27 +159,5 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
     check_adapters(cfg)
     model = LoadedModel(og, config, tokenizer, folder, choice, max_length, eos, threads)
     model.adapter_files = dict(cfg.adapters)
-    choose_parsers(model, cfg)
     return model
 
-
-def choose_parsers(model: LoadedModel, cfg: ModelConfig) -> None:
-    """The tool-call and reasoning formats: as configured, or read off the chat template."""
-    folder = model.folder
-    template = folder.chat_templates.get("tool_use") or folder.chat_templates.get("default")
-    ids = {text: token for text, (token, _) in folder.added_tokens.items()}
-    tool, reasoning = cfg.tool_parser, cfg.reasoning_parser
-    if tool == "auto":
-        tool = choose_tool_parser(template, ids) or "none"
-    if reasoning == "auto":
-        reasoning = choose_reasoning_parser(template, ids) or "none"
-    try:
-        if tool != "none":
-            model.tool_parser = get_tool_parser(tool, ids)
-            model.kept_tokens.update(model.tool_parser.kept_tokens())
-        if reasoning != "none":
-            model.reasoning_parser = get_reasoning_parser(reasoning)
-            model.kept_tokens.update(model.reasoning_parser.kept_tokens(ids))
-    except UnknownParser as exc:
-        raise StartupError(str(exc)) from None
-    log.info("tool calls: %s; reasoning: %s", tool, reasoning)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from fastapi import APIRouter, Depends
 
-from backends.config import ServiceConfig
+from backends.config import service_config
 from backends.engine.profiling import ProfileWindow
 from backends.errors import GenAIError, InvalidRequest, RequestNotFound, StartupError
 from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
-from routes.model_configs import limits, model_config
 from schemas.errors import ErrorResponse
+from schemas.models_file import model_fields
 from schemas.ops import (
     CancelResult,
     InflightList,
@@ -108,7 +108,7 @@ async def load_model(
     """Load a model (with the start-up checks of a model at boot) and serve it under
     ``name``; its unset fields take the server's model settings."""
     entry = body.resolved(Path.cwd())
-    config = ServiceConfig(model_config(settings.model, entry), limits(settings))
+    config = service_config(model_fields(settings.model, entry), settings.server.limits())
     try:
         loaded = await models.load(config)
     except StartupError as exc:

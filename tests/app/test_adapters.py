@@ -5,6 +5,7 @@ between (also concurrent ones) are unaffected, and prefix reuse never crosses ad
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from backends.core.request import GenerationRequest, TextPrompt
 from backends.core.service import InferenceService
 from backends.types import SamplingParams
 from schemas.settings import REPO_ROOT
-from tests.conftest import assert_error, make_client, wait_ready
+from tests.conftest import assert_error, make_client, wait_loaded, wait_ready
 
 pytestmark = pytest.mark.model
 
@@ -155,10 +156,11 @@ def test_the_engine_refuses_an_adapter(tmp_path: Path) -> None:
         assert "LoRA adapter is not supported by the 'engine' scheduler" in err["message"]
 
 
-def test_a_missing_adapter_file_stops_the_start(tmp_path: Path) -> None:
+def test_a_missing_adapter_file_stops_the_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = models_file(tmp_path)
     path.write_text(path.read_text().replace("pirate.onnx_adapter", "nope.onnx_adapter"))
-    with make_client(models_file=path) as c:
-        models = c.app.state.models  # type: ignore[attr-defined]
-        assert models.wait_loaded(30) and models.status == "error"
-        assert "nope.onnx_adapter" in str(models.load_error)
+    with caplog.at_level(logging.ERROR, "genai.registry"), make_client(models_file=path) as c:
+        assert wait_loaded(c, 30)["status"] == "error"
+    assert any("nope.onnx_adapter" in r.getMessage() for r in caplog.records)

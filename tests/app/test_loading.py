@@ -8,13 +8,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app_onnx_genai import create_app
-from backends.config import ModelConfig
+from backends.config import ModelConfig, service_config
 from backends.core.service import InferenceService
-from backends.engine.scheduler import Scheduler
 from backends.errors import StartupError
 from backends.models.loader import LoadedModel
-from routes.model_configs import service_config
+from schemas.models_file import model_fields
 from schemas.settings import DEMO_MODEL_DIR, Settings
+from tests.conftest import wait_loaded
 
 pytestmark = pytest.mark.model
 
@@ -23,8 +23,8 @@ BODY = {"messages": [{"role": "user", "content": "hi"}]}
 
 def app_with_loader(loader) -> TestClient:
     settings = Settings.load(model_dir=DEMO_MODEL_DIR)
-    config = service_config(settings)
-    service = InferenceService(config, Scheduler(config.model, loader=loader))
+    config = service_config(model_fields(settings.model), settings.server.limits())
+    service = InferenceService(config, loader=loader)
     return TestClient(create_app(settings, service))
 
 
@@ -51,7 +51,7 @@ def test_healthz_is_503_error_when_loading_failed() -> None:
         raise StartupError("broken model")
 
     with app_with_loader(failing_loader) as client:
-        client.app.state.models.wait_loaded(10)  # type: ignore[attr-defined]
+        wait_loaded(client, 10)
         resp = client.get("/healthz")
         assert resp.status_code == 503
         assert resp.json()["status"] == "error"

@@ -15,8 +15,7 @@ import pytest
 from backends.chat.prompt_worker import THRESHOLD_CHARS, PromptWorker
 from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt
-from backends.core.service import InferenceService, strategy_factory
-from backends.engine.scheduler import Scheduler
+from backends.core.service import InferenceService
 from backends.errors import ContextLengthExceeded
 from backends.models.loader import LoadedModel, load_model
 from backends.types import SamplingParams
@@ -62,9 +61,7 @@ def test_a_prompt_that_cannot_fit_is_refused_by_its_length_alone() -> None:
         return model
 
     async def body() -> ContextLengthExceeded:
-        service = InferenceService(
-            config, Scheduler(config.model, strategy_factory(config), loader=loader)
-        )
+        service = InferenceService(config, loader=loader)
         await service.start()
         try:
             await (

@@ -23,7 +23,7 @@ def test_demo_folder_is_valid(demo_model_dir: Path) -> None:
     folder = inspect_model_folder(demo_model_dir)
     assert folder.context_length == 2048
     assert folder.model_type == "llama"
-    assert folder.has_chat_template
+    assert "default" in folder.chat_templates
 
 
 @pytest.mark.parametrize(
@@ -55,8 +55,9 @@ def test_bad_json(model_copy: Path) -> None:
 
 def test_template_from_tokenizer_config(model_copy: Path) -> None:
     (model_copy / "chat_template.jinja").unlink()
-    assert not inspect_model_folder(model_copy).has_chat_template
+    assert not inspect_model_folder(model_copy).chat_templates
     cfg = json.loads((model_copy / "tokenizer_config.json").read_text())
     cfg["chat_template"] = "{{ messages[0]['content'] }}"
     (model_copy / "tokenizer_config.json").write_text(json.dumps(cfg))
-    assert inspect_model_folder(model_copy).has_chat_template
+    templates = inspect_model_folder(model_copy).chat_templates
+    assert templates == {"default": "{{ messages[0]['content'] }}"}

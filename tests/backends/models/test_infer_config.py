@@ -77,7 +77,7 @@ def test_the_folder_goes_to_the_cache_and_the_model_folder_is_untouched(
     assert (folder.path / "onnx" / "model.onnx").is_file()
     for name in ("genai_config.json", "tokenizer.json", "tokenizer_config.json"):
         assert (folder.path / name).is_file()
-    assert folder.has_chat_template and folder.context_length == 2048
+    assert folder.chat_templates and folder.context_length == 2048
     assert "inferred genai_config.json" in folder.origin
     assert f"written to {folder.path}" in caplog.text
     assert "config.json, generation_config.json" in caplog.text

@@ -10,12 +10,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app_onnx_genai import create_app
-from backends.config import ModelConfig
+from backends.config import ModelConfig, service_config
 from backends.core.service import InferenceService
-from backends.engine.scheduler import Scheduler
 from backends.errors import StartupError
 from backends.models.loader import LoadedModel
-from routes.model_configs import service_config
+from schemas.models_file import model_fields
 from schemas.settings import DEMO_MODEL_DIR, Settings
 from tests.conftest import (
     METRIC_KEYS,
@@ -541,8 +540,8 @@ def test_requests_while_loading_are_503() -> None:
         raise StartupError("stopped by the test")
 
     settings = Settings.load(model_dir=DEMO_MODEL_DIR)
-    config = service_config(settings)
-    service = InferenceService(config, Scheduler(config.model, loader=slow_loader))
+    config = service_config(model_fields(settings.model), settings.server.limits())
+    service = InferenceService(config, loader=slow_loader)
     with TestClient(create_app(settings, service)) as c:
         try:
             for path, body in (

@@ -1,0 +1,71 @@
+"""Which strategy runs a model's sequences: as configured, or for ``auto`` by what the model
+and its device allow. Called on the owner thread once the model is loaded."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from backends.config import ModelConfig, SchedulerName
+from backends.engine.scheduler import Strategy
+from backends.models.loader import LoadedModel
+
+log = logging.getLogger("genai.scheduler")
+
+
+def auto_strategy(model: LoadedModel) -> SchedulerName:
+    """``auto``: the Engine's continuous batching where the model has it (paged attention on
+    an accelerator); on the CPU our own continuous batching (``batch``, which falls back to
+    the generator for a graph it does not understand); the generator for LoRA adapters, which
+    only it applies, and for the rest."""
+    if model.adapter_files:
+        return "generator"
+    if model.dynamic_batching:
+        return "engine"
+    return "batch" if model.provider.name == "cpu" else "generator"
+
+
+def strategy_factory(config: ModelConfig, slots: int) -> Callable[[LoadedModel], Strategy]:
+    """The strategy for ``config``'s scheduler setting, made once the model is loaded;
+    ``slots`` is how many sequences may run at once."""
+
+    def make(model: LoadedModel) -> Strategy:
+        name, chosen = config.scheduler, config.scheduler != "auto"
+        if name == "auto":
+            name = auto_strategy(model)
+        if name == "batch":
+            from backends.engine.batch.decoder import UnsupportedModel
+            from backends.engine.batch.strategy import BatchStrategy
+            from backends.engine.fallback import WithFallback
+
+            try:
+                batch = BatchStrategy.create(
+                    model,
+                    slots=slots,
+                    prefill_chunk=config.prefill_chunk,
+                    cache_size=config.cache_sequences,
+                    kv_budget_mib=config.kv_cache_mib,
+                )
+                # Beam search and adapters, which batch cannot do, go to a generator.
+                return WithFallback(batch, lambda: generator(model))
+            except UnsupportedModel as exc:
+                log.log(
+                    logging.WARNING if chosen else logging.INFO,
+                    "batch scheduler: cannot serve this model (%s); using generator",
+                    exc,
+                )
+                name = "generator"
+        if name == "engine":
+            from backends.engine.og_engine import EngineStrategy
+
+            return EngineStrategy(model, cache_size=config.cache_sequences)
+        return generator(model)
+
+    def generator(model: LoadedModel) -> Strategy:
+        from backends.engine.generator import GeneratorStrategy
+
+        return GeneratorStrategy(
+            model, prefill_chunk=config.prefill_chunk, cache_size=config.cache_sequences
+        )
+
+    return make
