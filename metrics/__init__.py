@@ -1,1 +1,1 @@
-"""Per-request timing (TTFT, TPOT, tokens/s)."""
+"""Prometheus metrics and the one log line per request: the observer of every model."""

@@ -1,1 +1,2 @@
-"""HTTP routes, one module per feature. Routes validate, call the models, pick JSON or SSE."""
+"""The HTTP doors: one package per protocol (a thin router and a serving module), the plumbing
+they share (http/) and what every door does alike (door/)."""

@@ -3,7 +3,7 @@
 Events arrive from the owner thread through ``call_soon_threadsafe`` into one queue per request,
 so the ``n`` choices of a request merge in the order they were made, with no task per choice.
 Timing is taken when the event loop receives an event, so it does not depend on how fast (or
-whether) a door consumes the pieces.
+whether) a door consumes the deltas.
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ _DOOR_REASONS: dict[FinishReason, ChoiceFinish] = {
 
 @dataclass(frozen=True)
 class ChoiceDelta:
-    """A choice's newly visible text; ``finish_reason`` is set on each choice's last piece.
+    """What a choice adds to its output: newly visible text, the tokens it completes, and on
+    each choice's last delta its ``finish_reason``.
 
-    With output splitting (``OutputParsers``), ``text`` is the answer only, ``reasoning`` the
-    model's thinking and ``calls`` its tool calls as they are read."""
+    With a chat format (tools offered, or thinking reported apart), ``text`` is the answer
+    only, ``reasoning`` the model's thinking and ``calls`` its tool calls as they are read."""
 
     index: int  # prompt index × n + i
     text: str
@@ -56,7 +57,7 @@ class ChoiceDelta:
     tokens: tuple[GeneratedToken, ...] = ()  # tokens whose text is now visible (for logprobs)
     finish_reason: ChoiceFinish | None = None
     stop_sequence: str | None = None  # with a "stop" finish: the stop string that ended it
-    last: bool = False  # the request's last piece: every choice has finished
+    last: bool = False  # the request's last delta: every choice has finished
     reasoning: str = ""
     calls: tuple[CallDelta, ...] = ()
 
@@ -245,18 +246,18 @@ class RequestHandle:
     async def result(self) -> Result:
         """Run every choice to its end."""
         results = {c.index: ChoiceResult(c.index) for c in self.choices}
-        pieces: dict[int, list[str]] = {c.index: [] for c in self.choices}
+        texts: dict[int, list[str]] = {c.index: [] for c in self.choices}
         thoughts: dict[int, list[str]] = {c.index: [] for c in self.choices}
-        async for piece in self:
-            pieces[piece.index].append(piece.text)
-            thoughts[piece.index].append(piece.reasoning)
-            results[piece.index].tokens.extend(piece.tokens)
-            if piece.finish_reason is not None:
-                results[piece.index].finish_reason = piece.finish_reason
-                results[piece.index].stop_sequence = piece.stop_sequence
+        async for delta in self:
+            texts[delta.index].append(delta.text)
+            thoughts[delta.index].append(delta.reasoning)
+            results[delta.index].tokens.extend(delta.tokens)
+            if delta.finish_reason is not None:
+                results[delta.index].finish_reason = delta.finish_reason
+                results[delta.index].stop_sequence = delta.stop_sequence
         for choice in self.choices:
             result = results[choice.index]
-            result.text = "".join(pieces[choice.index])
+            result.text = "".join(texts[choice.index])
             result.reasoning = "".join(thoughts[choice.index])
             output = self._outputs.get(choice.index)
             result.tool_calls = [output.calls[i] for i in sorted(output.calls)] if output else []

@@ -2,7 +2,7 @@
 
 A door (an HTTP route, the in-process client) turns its own protocol into a
 :class:`GenerationRequest`, hands it to ``InferenceService.submit`` and turns the handle's
-pieces back into its wire format. Nothing here knows HTTP.
+deltas back into its wire format. Nothing here knows HTTP.
 """
 
 from __future__ import annotations

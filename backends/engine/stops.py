@@ -78,7 +78,7 @@ class StopMatcher:
 
 
 class VisibleText:
-    """One sequence's output as a client may see it: token pieces in, :class:`SequenceDelta` out.
+    """One sequence's output as a client may see it: tokens in, :class:`SequenceDelta` s out.
 
     Runs the stop matcher and keeps track of which tokens' text has been shown, so logprobs
     are reported with the text they belong to. A stop string ends the sequence (``stopped``);
