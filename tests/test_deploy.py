@@ -469,7 +469,7 @@ def test_cloud_run_matches_the_server(
 
 
 def test_readme_names_the_files() -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = (REPO_ROOT / "docs" / "deployment.md").read_text()
     for heading, path in (("## Kubernetes", "deploy/kubernetes/base"), ("## Cloud Run", CLOUD_RUN)):
         assert heading in readme
         relative = path if isinstance(path, str) else str(path.relative_to(REPO_ROOT))
