@@ -1,8 +1,12 @@
-"""Exception handlers: every error leaves the server in OpenAI's shape."""
+"""The error policy: what a failure tells the client, and the exception handlers that answer
+with it. Every error leaves the server in OpenAI's shape (a door with its own shape reshapes
+it); a stream that fails after it started ends with the same body as an in-band event."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -14,6 +18,27 @@ from routes.http.cancellation import ClientDisconnected
 from schemas.errors import error_body
 
 log = logging.getLogger("genai.errors")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failure as the client is told it: a status and a body in the one shape."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def failure(exc: Exception, during: str = "request") -> Failure:
+    """The one policy, before a stream (the response) and during one (its last event): a
+    :class:`GenAIError` says what went wrong; anything else is a bug, logged with its
+    traceback and told as a generic internal error (its text may hold what the client must
+    not see)."""
+    if isinstance(exc, GenAIError):
+        body = error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)
+        return Failure(exc.status_code, body, exc.headers)
+    log.exception("unhandled error during the %s", during, exc_info=exc)
+    return Failure(500, error_body("Internal server error.", "server_error"))
 
 
 def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
@@ -36,8 +61,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(GenAIError)
     async def _genai(_: Request, exc: GenAIError) -> JSONResponse:
-        body = error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)
-        return JSONResponse(body, exc.status_code, headers=exc.headers or None)
+        return _answer(failure(exc))
 
     @app.exception_handler(ClientDisconnected)
     async def _gone(_: Request, exc: ClientDisconnected) -> JSONResponse:
@@ -55,5 +79,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", exc_info=exc)
-        return JSONResponse(error_body("Internal server error.", "server_error"), 500)
+        return _answer(failure(exc))
+
+
+def _answer(f: Failure) -> JSONResponse:
+    return JSONResponse(f.body, f.status, headers=f.headers or None)

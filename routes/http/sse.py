@@ -1,13 +1,13 @@
 """Server-sent events for every streaming door.
 
 Once a stream has started its status code cannot change, so a failure after that is one
-in-band ``data: {"error": {...}}`` event in the one error shape, and the stream ends there.
+in-band event, and the stream ends there: the error policy's body (routes/http/errors.py), as
+``data: {"error": {...}}`` in the one shape or as the door's own ``error_event``.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -16,11 +16,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from sse_starlette import EventSourceResponse
 
-from backends.errors import GenAIError
-from schemas.errors import ErrorResponse, error_body
-
-log = logging.getLogger("genai.sse")
-
+from routes.http.errors import failure
+from schemas.errors import ErrorResponse
 
 Payload = str | tuple[str, str]
 # A door's own error event: (status, the error body in the one shape) -> the payload to send.
@@ -37,17 +34,15 @@ async def sse_events(
     payloads: AsyncIterator[Payload], error_event: ErrorEvent | None = None
 ) -> AsyncIterator[dict[str, str]]:
     """Each payload is an event's ``data``, or an ``(event, data)`` pair for a named event.
-    ``error_event`` reshapes the final error for a protocol with its own (Anthropic's)."""
+    Any exception ends the stream with one error event: ``error_event`` reshapes it for a
+    protocol with its own (Anthropic's, Responses'). A client that left is not an exception
+    here (the task is cancelled), so it gets no event."""
     try:
         async for payload in payloads:
             yield _event(payload)
-    except GenAIError as exc:
-        body = error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)
-        yield _event(error_event(exc.status_code, body) if error_event else json.dumps(body))
-    except Exception:
-        log.exception("stream failed")
-        body = error_body("Internal server error.", "server_error")
-        yield _event(error_event(500, body) if error_event else json.dumps(body))
+    except Exception as exc:
+        f = failure(exc, during="stream")
+        yield _event(error_event(f.status, f.body) if error_event else json.dumps(f.body))
 
 
 def sse_response_doc(description: str, *events: type[BaseModel]) -> dict[str, Any]:
