@@ -1,23 +1,43 @@
-"""HTTP bodies → the core's request pieces, and the core's timing → the ``metrics`` body.
+"""HTTP bodies → the core's request pieces, and what the core reports (usage, timing, how a
+choice ended) → the numbers and reasons every door reports, each in its own shape.
 
-Shared by every HTTP door, so a sampling field means the same on each of them.
+Shared by every HTTP door, so a sampling field or a usage total means the same on each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
 from backends.core.request import ChatPrompt, json_schema_guidance
 from backends.core.timing import RequestMetrics
-from backends.types import SamplingParams
+from backends.types import ChoiceFinish, SamplingParams, Usage
 from schemas.common import ChatMessage, SamplingFields, TimingMetrics
 
 
+# ---- requests ----------------------------------------------------------------------------------
+class SamplingBody(Protocol):
+    """What every door's body has: these four. Anthropic's leaves ``top_p`` and ``top_k`` unset
+    (no cut); the other fields are those of :class:`SamplingFields`, which the others have."""
+
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def top_p(self) -> float | None: ...
+    @property
+    def top_k(self) -> int | None: ...
+    @property
+    def seed(self) -> int | None: ...
+
+
+_DEFAULTS = SamplingFields.model_construct()  # no min_tokens, penalties or bias
+
+
 def sampling_params(
-    body: SamplingFields,
+    body: SamplingBody,
     *,
     logprobs: bool = False,
     top_logprobs: int = 0,
@@ -26,19 +46,20 @@ def sampling_params(
 ) -> SamplingParams:
     """The core's sampling; ``beams`` = (beams searched, length penalty, early stopping)."""
     width, length_penalty, early_stopping = beams or (1, 1.0, True)
+    more = body if isinstance(body, SamplingFields) else _DEFAULTS
     return SamplingParams(
         num_beams=width,
         length_penalty=length_penalty,
         early_stopping=early_stopping,
         temperature=0.0 if width > 1 else body.temperature,
-        top_p=body.top_p,
-        top_k=body.top_k,
+        top_p=1.0 if body.top_p is None else body.top_p,
+        top_k=body.top_k or 0,
         seed=body.seed,
-        min_new_tokens=body.min_tokens,
-        repetition_penalty=body.repetition_penalty,
-        presence_penalty=body.presence_penalty,
-        frequency_penalty=body.frequency_penalty,
-        logit_bias=body.token_bias(),
+        min_new_tokens=more.min_tokens,
+        repetition_penalty=more.repetition_penalty,
+        presence_penalty=more.presence_penalty,
+        frequency_penalty=more.frequency_penalty,
+        logit_bias=more.token_bias(),
         logprobs=logprobs,
         top_logprobs=top_logprobs,
         guidance=json_schema_guidance(json_schema) if json_schema is not None else None,
@@ -55,6 +76,37 @@ def chat_prompt(
         tools=[t.model_dump(exclude_none=True) for t in tools] if tools else None,
         template_args=template_args,
     )
+
+
+# ---- what the core reports ---------------------------------------------------------------------
+Finish = Literal["stop", "length", "tool_calls"]
+
+
+def finish_reason(reason: ChoiceFinish) -> Finish:
+    """How a choice ended, as a door says it. "cancelled" is the door's own doing (its client
+    has gone and reads nothing more), so it is told as a plain stop."""
+    return "stop" if reason == "cancelled" else reason
+
+
+@dataclass(frozen=True)
+class Totals:
+    """A request's token counts, as every door reports them (each in its own names)."""
+
+    prompt: int  # every prompt token, read from the cache or not
+    completion: int
+    cached: int  # prompt tokens whose KV cache was reused
+
+    @property
+    def uncached_prompt(self) -> int:
+        return self.prompt - self.cached
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+
+def totals(usage: Usage) -> Totals:
+    return Totals(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
 
 
 def timing(metrics: RequestMetrics, model: str) -> TimingMetrics:
