@@ -6,17 +6,16 @@ JSON or SSE. The logic lives in routes/openai/serving.py.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
-from routes.http.cancellation import unless_disconnected
-from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
+from routes.door.answer import answer
+from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
-from routes.http.sse import event_stream, sse_response_doc
+from routes.http.sse import sse_response_doc
 from routes.openai import serving
 from schemas.openai import (
     ChatCompletion,
@@ -41,12 +40,6 @@ def _with_stream(chunk: type[BaseModel], what: str) -> dict[int | str, dict[str,
     return {200: stream, **ERROR_RESPONSES}
 
 
-async def _payloads(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[str]:
-    async for chunk in chunks:
-        yield chunk.model_dump_json()
-    yield "[DONE]"
-
-
 @router.post(
     "/chat/completions",
     response_model=ChatCompletion,
@@ -54,13 +47,10 @@ async def _payloads(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[str]:
     summary="Chat completion (OpenAI)",
 )
 async def chat_completions(
-    body: ChatCompletionRequest, models: ModelsDep, settings: SettingsDep, request: Request
+    body: ChatCompletionRequest, models: ModelsDep, request: Request
 ) -> ChatCompletion | EventSourceResponse:
     handle = await models.submit(serving.chat_request(body, request_id(request)))
-    if body.stream:
-        chunks = serving.chat_chunks(handle, body)
-        return event_stream(_payloads(chunks), settings.server.sse_ping)
-    return await unless_disconnected(request, serving.chat_response(handle, body))
+    return await answer(request, serving.CHAT, handle, body, stream=body.stream)
 
 
 @router.post(
@@ -70,13 +60,10 @@ async def chat_completions(
     summary="Text completion (OpenAI)",
 )
 async def completions(
-    body: CompletionRequest, models: ModelsDep, settings: SettingsDep, request: Request
+    body: CompletionRequest, models: ModelsDep, request: Request
 ) -> Completion | EventSourceResponse:
     handle = await models.submit(serving.completion_request(body, request_id(request)))
-    if body.stream:
-        chunks = serving.completion_chunks(handle, body)
-        return event_stream(_payloads(chunks), settings.server.sse_ping)
-    return await unless_disconnected(request, serving.completion_response(handle, body))
+    return await answer(request, serving.COMPLETIONS, handle, body, stream=body.stream)
 
 
 @router.get("/models", response_model=ModelList, responses={401: ERROR_RESPONSES[401]})

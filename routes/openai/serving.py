@@ -8,16 +8,19 @@ only renames and reshapes.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
+
+from pydantic import BaseModel
 
 from backends.core.handle import ChoiceDelta, ChoiceResult, RequestHandle
 from backends.core.registry import ModelRegistry, ServedModel
 from backends.core.request import GenerationRequest, TextPrompt
 from backends.errors import GenerationFailed
-from backends.types import ChoiceFinish, GeneratedToken, Logprob, Usage
-from routes.door.convert import chat_prompt, sampling_params, timing
+from backends.types import GeneratedToken, Logprob, Usage
+from routes.door import ids
+from routes.door.answer import Door, Stream
+from routes.door.convert import chat_prompt, finish_reason, sampling_params, timing, totals
 from schemas.openai import (
     AssistantMessage,
     CalledFunction,
@@ -34,7 +37,6 @@ from schemas.openai import (
     CompletionRequest,
     DeltaFunction,
     DeltaToolCall,
-    FinishReason,
     ModelCard,
     ModelList,
     PromptTokensDetails,
@@ -85,17 +87,13 @@ def completion_request(body: CompletionRequest, request_id: str) -> GenerationRe
     )
 
 
-def finish_reason(reason: ChoiceFinish) -> FinishReason:
-    # "cancelled" is the door's own doing: its client has gone and reads nothing more.
-    return "stop" if reason == "cancelled" else reason
-
-
 def usage_info(usage: Usage) -> UsageInfo:
+    count = totals(usage)
     return UsageInfo(
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        total_tokens=usage.prompt_tokens + usage.completion_tokens,
-        prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens),
+        prompt_tokens=count.prompt,
+        completion_tokens=count.completion,
+        total_tokens=count.total,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=count.cached),
     )
 
 
@@ -134,10 +132,6 @@ def completion_logprobs(tokens: Sequence[GeneratedToken], top: int) -> Completio
 
 
 # ---- whole responses ---------------------------------------------------------------------------
-def _response_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex}"
-
-
 def assistant_message(c: ChoiceResult) -> AssistantMessage:
     calls = [
         ToolCallOut(id=t.id, function=CalledFunction(name=t.name, arguments=t.arguments))
@@ -168,7 +162,7 @@ def delta_calls(piece: ChoiceDelta) -> list[DeltaToolCall] | None:
 async def chat_response(handle: RequestHandle, body: ChatCompletionRequest) -> ChatCompletion:
     result = await handle.result()
     return ChatCompletion(
-        id=_response_id("chatcmpl"),
+        id=ids.new_id(ids.CHAT_COMPLETION),
         created=handle.created,
         model=handle.model,
         choices=[
@@ -188,7 +182,7 @@ async def chat_response(handle: RequestHandle, body: ChatCompletionRequest) -> C
 async def completion_response(handle: RequestHandle, body: CompletionRequest) -> Completion:
     result = await handle.result()
     return Completion(
-        id=_response_id("cmpl"),
+        id=ids.new_id(ids.COMPLETION),
         created=handle.created,
         model=handle.model,
         choices=[
@@ -215,7 +209,7 @@ async def chat_chunks(
 ) -> AsyncIterator[ChatCompletionChunk]:
     """OpenAI chat chunks: a role chunk per choice, content deltas, a finish chunk per choice
     (the last one carries ``metrics``), then the ``include_usage`` chunk if asked."""
-    response_id = _response_id("chatcmpl")
+    response_id = ids.new_id(ids.CHAT_COMPLETION)
 
     def chunk(choices: list[ChatChunkChoice], **extra: Any) -> ChatCompletionChunk:
         return ChatCompletionChunk(
@@ -253,7 +247,7 @@ async def completion_chunks(
 ) -> AsyncIterator[Completion]:
     """Text-completion chunks; the finish of the last choice carries ``metrics``, then the
     ``include_usage`` chunk if asked."""
-    response_id = _response_id("cmpl")
+    response_id = ids.new_id(ids.COMPLETION)
 
     def chunk(choices: list[CompletionChoice], **extra: Any) -> Completion:
         return Completion(
@@ -278,6 +272,25 @@ async def completion_chunks(
     if body.include_usage:
         metrics = timing(handle.metrics(), handle.model)
         yield chunk([], usage=usage_info(handle.usage()), metrics=metrics)
+
+
+async def _payloads(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[str]:
+    """Each chunk as an event's ``data``, then OpenAI's ``data: [DONE]``."""
+    async for chunk in chunks:
+        yield chunk.model_dump_json()
+    yield "[DONE]"
+
+
+def chat_stream(handle: RequestHandle, body: ChatCompletionRequest) -> Stream:
+    return Stream(_payloads(chat_chunks(handle, body)))
+
+
+def completion_stream(handle: RequestHandle, body: CompletionRequest) -> Stream:
+    return Stream(_payloads(completion_chunks(handle, body)))
+
+
+CHAT = Door(whole=chat_response, stream=chat_stream)
+COMPLETIONS = Door(whole=completion_response, stream=completion_stream)
 
 
 # ---- models ------------------------------------------------------------------------------------
