@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from backends.core.handle import RequestHandle
-from backends.core.request import GenerationRequest
-from routes.door.convert import chat_prompt, sampling_params, timing
-from routes.http.cancellation import unless_disconnected
-from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
+from routes.door.answer import answer
+from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
-from routes.http.sse import event_stream, sse_response_doc
+from routes.http.sse import sse_response_doc
+from routes.native import serving
 from schemas.native import ChatRequest, ChatResponse, Health, StreamDone, StreamToken
 
 router = APIRouter()
-
-
-def chat_request(body: ChatRequest, rid: str) -> GenerationRequest:
-    return GenerationRequest(
-        chat_prompt(body.messages),
-        sampling_params(body),
-        max_tokens=body.max_tokens,
-        stop=body.stop_list,
-        model=body.model,
-        request_id=rid,
-    )
 
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}}, tags=["health"])
@@ -46,17 +31,8 @@ async def healthz(models: ModelsDep) -> JSONResponse:
 
 @router.post("/v1/chat", response_model=ChatResponse, responses=ERROR_RESPONSES, tags=["chat"])
 async def chat(body: ChatRequest, models: ModelsDep, request: Request) -> ChatResponse:
-    handle = await models.submit(chat_request(body, request_id(request)))
-    result = await unless_disconnected(request, handle.result())
-    [choice] = result.choices
-    return ChatResponse(content=choice.text, metrics=timing(result.metrics, handle.model))
-
-
-async def _events(handle: RequestHandle) -> AsyncIterator[str]:
-    async for piece in handle:
-        if piece.text:
-            yield StreamToken(token=piece.text).model_dump_json()
-    yield StreamDone(metrics=timing(handle.metrics(), handle.model)).model_dump_json()
+    handle = await models.submit(serving.chat_request(body, request_id(request)))
+    return await answer(request, serving.CHAT, handle, body, stream=False)
 
 
 @router.post(
@@ -75,7 +51,7 @@ async def _events(handle: RequestHandle) -> AsyncIterator[str]:
     response_class=EventSourceResponse,
 )
 async def chat_stream(
-    body: ChatRequest, models: ModelsDep, settings: SettingsDep, request: Request
+    body: ChatRequest, models: ModelsDep, request: Request
 ) -> EventSourceResponse:
-    handle = await models.submit(chat_request(body, request_id(request)))
-    return event_stream(_events(handle), settings.server.sse_ping)
+    handle = await models.submit(serving.chat_request(body, request_id(request)))
+    return await answer(request, serving.CHAT, handle, body, stream=True)

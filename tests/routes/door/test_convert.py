@@ -14,7 +14,7 @@ from backends.errors import GenerationFailed
 from backends.types import SEED_MAX
 from routes.door.convert import sampling_params
 from routes.http.sse import sse_events
-from routes.native.router import chat_request
+from routes.native.serving import chat_request
 from routes.openai import serving as openai_serving
 from schemas.native import ChatRequest
 from schemas.openai import ChatCompletionRequest, CompletionRequest
