@@ -6,22 +6,15 @@ JSON or SSE. The logic lives in routes/responses/serving.py.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
-from routes.http.cancellation import unless_disconnected
-from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
+from routes.door.answer import answer
+from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
-from routes.http.sse import event_stream, sse_response_doc
+from routes.http.sse import sse_response_doc
 from routes.responses import serving
-from schemas.responses import (
-    RESPONSE_STREAM_EVENTS,
-    ResponsesRequest,
-    ResponsesResponse,
-    ResponseStreamEvent,
-)
+from schemas.responses import RESPONSE_STREAM_EVENTS, ResponsesRequest, ResponsesResponse
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
@@ -35,11 +28,6 @@ _STREAM = sse_response_doc(
 )
 
 
-async def _payloads(events: AsyncIterator[ResponseStreamEvent]) -> AsyncIterator[tuple[str, str]]:
-    async for event in events:
-        yield event.type, event.model_dump_json(by_alias=True)
-
-
 @router.post(
     "/responses",
     response_model=ResponsesResponse,
@@ -47,10 +35,7 @@ async def _payloads(events: AsyncIterator[ResponseStreamEvent]) -> AsyncIterator
     summary="Create a response (OpenAI Responses API, stateless)",
 )
 async def create_response(
-    body: ResponsesRequest, models: ModelsDep, settings: SettingsDep, request: Request
+    body: ResponsesRequest, models: ModelsDep, request: Request
 ) -> ResponsesResponse | EventSourceResponse:
     handle = await models.submit(serving.responses_request(body, request_id(request)))
-    if body.stream:
-        events = serving.response_events(handle, body)
-        return event_stream(_payloads(events), settings.server.sse_ping)
-    return await unless_disconnected(request, serving.response(handle, body))
+    return await answer(request, serving.RESPONSES, handle, body, stream=body.stream)

@@ -19,7 +19,7 @@ from backends.core.handle import ChoiceDelta
 from backends.core.timing import RequestMetrics
 from backends.errors import RequestTimedOut
 from backends.types import GeneratedToken, Usage
-from routes.responses.serving import ResponseBuilder
+from routes.responses.builder import ResponseBuilder
 from schemas.responses import ResponsesRequest
 from tests.conftest import METRIC_KEYS, assert_error, make_client, wait_ready
 
