@@ -1,6 +1,6 @@
 """Anthropic's Messages protocol over the core, free of FastAPI: bodies → GenerationRequest, a
 request handle's pieces → Messages stream events, and those events folded into the whole
-message (so the two can never disagree). Errors in the one shape → Anthropic's shape.
+message (so the two can never disagree). Its errors: routes/anthropic/errors.py.
 
 Content blocks map onto what chat templates take, as OpenAI's chat does: an assistant turn's
 ``tool_use`` blocks become its ``tool_calls`` (the input as an object), each ``tool_result``
@@ -10,19 +10,19 @@ a ``tool`` message, ``system`` the first message.
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
-from backends.core.handle import ChoiceDelta, RequestHandle
+from backends.core.handle import RequestHandle
 from backends.core.request import ChatPrompt, GenerationRequest
 from backends.errors import GenerationFailed
-from backends.types import ChoiceFinish, SamplingParams
-from routes.door.convert import timing
+from backends.types import ChoiceFinish
+from routes.anthropic.errors import error_event
+from routes.door import ids
+from routes.door.answer import Door, Stream
+from routes.door.blocks import Block, BlockEvent, Closed, Opened, OutputBlocks
+from routes.door.convert import Finish, finish_reason, sampling_params, timing, totals
 from schemas.anthropic import (
-    AnthropicErrorDetail,
-    AnthropicErrorResponse,
-    AnthropicErrorType,
     ContentBlock,
     ContentBlockDeltaEvent,
     ContentBlockStartEvent,
@@ -123,15 +123,9 @@ def chat(body: MessagesInput) -> ChatPrompt:
 
 
 def messages_request(body: MessagesRequest, request_id: str) -> GenerationRequest:
-    sampling = SamplingParams(
-        temperature=body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
-        top_k=body.top_k or 0,
-        seed=body.seed,
-    )
     return GenerationRequest(
         chat(body),
-        sampling,
+        sampling_params(body),
         max_tokens=body.max_tokens,
         stop=body.stop_sequences or (),
         model=body.model,
@@ -152,71 +146,50 @@ def count_prompt(body: CountTokensRequest) -> ChatPrompt:
 
 
 # ---- stream events -----------------------------------------------------------------------------
-def tool_use_id(call_id: str) -> str:
-    return "toolu_" + call_id.removeprefix("call_")
+_STOP_REASONS: dict[Finish, StopReason] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+}
 
 
 def stop_reason(finish: ChoiceFinish, stop_sequence: str | None) -> StopReason:
-    if finish == "tool_calls":
-        return "tool_use"
-    if stop_sequence is not None:
-        return "stop_sequence"
-    # "cancelled" is the door's own doing: its client has gone and reads nothing more.
-    return "max_tokens" if finish == "length" else "end_turn"
+    reason = _STOP_REASONS[finish_reason(finish)]
+    return "stop_sequence" if stop_sequence is not None and reason != "tool_use" else reason
 
 
-class _Blocks:
-    """The content blocks of one message as its pieces arrive: thinking, text and each tool
-    call get a block of their own, opened when their kind of output starts and closed when
-    another starts (or at the end)."""
+def _empty(block: Block) -> ContentBlock:
+    if block.kind == "thinking":
+        return ThinkingBlock(thinking="")
+    if block.kind == "text":
+        return TextBlock(text="")
+    tool_use_id = ids.call_id_as(ids.TOOL_USE, block.call_id)
+    return ToolUseBlock(id=tool_use_id, name=block.name, input={})
 
-    def __init__(self, omit_thinking: bool) -> None:
-        self.omit_thinking = omit_thinking
-        self.index = -1  # the last block opened
-        self.open: str | None = None  # its type, while it is open
-        self.call_blocks: dict[int, int] = {}  # a tool call's index → its block
 
-    def _start(self, block: ContentBlock) -> list[StreamEvent]:
-        events = self.close()
-        self.index += 1
-        self.open = block.type
-        return [*events, ContentBlockStartEvent(index=self.index, content_block=block)]
+def _delta(block: Block, text: str) -> TextDelta | ThinkingDelta | InputJsonDelta:
+    if block.kind == "thinking":
+        return ThinkingDelta(thinking=text)
+    if block.kind == "text":
+        return TextDelta(text=text)
+    return InputJsonDelta(partial_json=text)
 
-    def close(self) -> list[StreamEvent]:
-        if self.open is None:
-            return []
-        self.open = None
-        return [ContentBlockStopEvent(index=self.index)]
 
-    def feed(self, piece: ChoiceDelta) -> list[StreamEvent]:
-        events: list[StreamEvent] = []
-        if piece.reasoning:
-            if self.open != "thinking":
-                events += self._start(ThinkingBlock(thinking=""))
-            if not self.omit_thinking:
-                thought = ThinkingDelta(thinking=piece.reasoning)
-                events.append(ContentBlockDeltaEvent(index=self.index, delta=thought))
-        if piece.text:
-            if self.open != "text":
-                events += self._start(TextBlock(text=""))
+def _content_events(changes: list[BlockEvent], omit_thinking: bool) -> list[StreamEvent]:
+    """The output blocks' events as content block events; with ``omit_thinking`` a thinking
+    block is sent without its text."""
+    events: list[StreamEvent] = []
+    for change in changes:
+        block = change.block
+        if isinstance(change, Opened):
+            events.append(ContentBlockStartEvent(index=block.index, content_block=_empty(block)))
+        elif isinstance(change, Closed):
+            events.append(ContentBlockStopEvent(index=block.index))
+        elif not (omit_thinking and block.kind == "thinking"):
             events.append(
-                ContentBlockDeltaEvent(index=self.index, delta=TextDelta(text=piece.text))
+                ContentBlockDeltaEvent(index=block.index, delta=_delta(block, change.text))
             )
-        for call in piece.calls:
-            if call.id is not None:
-                block = ToolUseBlock(id=tool_use_id(call.id), name=call.name or "", input={})
-                events += self._start(block)
-                self.call_blocks[call.index] = self.index
-            if call.arguments:
-                part = InputJsonDelta(partial_json=call.arguments)
-                events.append(
-                    ContentBlockDeltaEvent(index=self.call_blocks[call.index], delta=part)
-                )
-        return events
-
-
-def _message_id() -> str:
-    return f"msg_{uuid.uuid4().hex}"
+    return events
 
 
 async def message_events(
@@ -225,29 +198,29 @@ async def message_events(
     """The Messages stream: ``message_start`` and a ``ping``, the content blocks, then
     ``message_delta`` (stop reason, final usage, ``metrics``) and ``message_stop``."""
     start = Usage(input_tokens=handle.prompt_tokens, output_tokens=0)
-    message = Message(id=_message_id(), model=handle.model, content=[], usage=start)
+    message = Message(id=ids.new_id(ids.MESSAGE), model=handle.model, content=[], usage=start)
     yield MessageStartEvent(message=message)
     yield PingEvent()
-    blocks = _Blocks(omit_thinking=body.thinking_omitted)
+    blocks = OutputBlocks()
     finish: ChoiceFinish = "stop"
     stop_sequence: str | None = None
     async for piece in handle:
-        for event in blocks.feed(piece):
+        for event in _content_events(blocks.feed(piece), body.thinking_omitted):
             yield event
         if piece.finish_reason is not None:
             finish, stop_sequence = piece.finish_reason, piece.stop_sequence
-    for event in blocks.close():
+    for event in _content_events(blocks.end(), body.thinking_omitted):
         yield event
-    usage = handle.usage()
+    count = totals(handle.usage())
     reason = stop_reason(finish, stop_sequence)
     yield MessageDeltaEvent(
         delta=MessageDelta(
             stop_reason=reason, stop_sequence=stop_sequence if reason == "stop_sequence" else None
         ),
         usage=MessageDeltaUsage(
-            output_tokens=usage.completion_tokens,
-            input_tokens=usage.prompt_tokens - usage.cached_tokens,
-            cache_read_input_tokens=usage.cached_tokens,
+            output_tokens=count.completion,
+            input_tokens=count.uncached_prompt,
+            cache_read_input_tokens=count.cached,
         ),
         metrics=timing(handle.metrics(), handle.model),
     )
@@ -304,41 +277,8 @@ async def message_response(handle: RequestHandle, body: MessagesRequest) -> Mess
     return message
 
 
-# ---- errors ------------------------------------------------------------------------------------
-_ERROR_TYPES: dict[int, AnthropicErrorType] = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    503: "overloaded_error",  # not ready, shutting down, cancelled by an operator
-    504: "timeout_error",
-    529: "overloaded_error",
-}
+def message_stream(handle: RequestHandle, body: MessagesRequest) -> Stream:
+    return Stream(stream_payloads(handle, body), error_event)
 
 
-def error_type(status: int) -> AnthropicErrorType:
-    return _ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "api_error")
-
-
-def anthropic_error(
-    status: int, body: Mapping[str, Any], request_id: str | None = None
-) -> dict[str, Any]:
-    """An error body in the one shape (OpenAI's, as every handler makes it) in Anthropic's:
-    ``{"type": "error", "error": {"type", "message"}}``; the parameter, which Anthropic's shape
-    has no field for, leads the message unless the message names it already."""
-    detail = body.get("error")
-    detail = detail if isinstance(detail, Mapping) else {}
-    message = str(detail.get("message") or "Error.")
-    param = detail.get("param")
-    if param and str(param) not in message:
-        message = f"{param}: {message}"
-    error = AnthropicErrorDetail(type=error_type(status), message=message)
-    return AnthropicErrorResponse(error=error, request_id=request_id).model_dump(exclude_none=True)
-
-
-def error_event(status: int, body: dict[str, Any]) -> tuple[str, str]:
-    """The ``error`` event that ends a stream that failed after it started."""
-    return "error", json.dumps(anthropic_error(status, body))
+MESSAGES = Door(whole=message_response, stream=message_stream)
