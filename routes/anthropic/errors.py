@@ -5,8 +5,9 @@ The app's handlers, the auth middleware (401), the body limits (413, 408) and th
 405) all write the one shape; rather than teach each of them a second one,
 :class:`AnthropicErrors` (pure ASGI, outside all of them) rewrites the error bodies of these
 paths only. Every other path is passed through untouched, and success responses (a stream
-included) are never buffered. A stream that fails after it started ends with an ``error``
-event carrying the same body (:func:`error_event`).
+included) are never buffered. A bug's 500 is answered by Starlette's outermost middleware,
+outside this one, so the reshaper answers it itself, by the same policy. A stream that fails
+after it started ends with an ``error`` event carrying the same body (:func:`error_event`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.types import Message as AsgiMessage
 
+from routes.http.errors import failure
 from schemas.anthropic import AnthropicErrorDetail, AnthropicErrorResponse, AnthropicErrorType
 
 PATH = "/v1/messages"
@@ -77,14 +79,18 @@ class AnthropicErrors:
         if scope["type"] != "http" or not _ours(scope["path"]):
             await self.app(scope, receive, send)
             return
+        rid = scope.get("state", {}).get("request_id")
         held: AsgiMessage | None = None  # an error's http.response.start, until its body is read
+        started = False
         chunks: list[bytes] = []
 
         async def send_reshaped(message: AsgiMessage) -> None:
-            nonlocal held
-            if message["type"] == "http.response.start" and message["status"] >= 400:
-                held = message
-                return
+            nonlocal held, started
+            if message["type"] == "http.response.start":
+                started = True
+                if message["status"] >= 400:
+                    held = message
+                    return
             if held is None or message["type"] != "http.response.body":
                 await send(message)
                 return
@@ -92,14 +98,27 @@ class AnthropicErrors:
             if message.get("more_body", False):
                 return
             body = b"".join(chunks)
-            reshaped = _reshape(held, body, scope.get("state", {}).get("request_id"))
+            reshaped = _reshape(held, body, rid)
             if reshaped is not None:
                 body = reshaped
                 MutableHeaders(scope=held)["content-length"] = str(len(body))
             await send(held)
             await send({"type": "http.response.body", "body": body})
 
-        await self.app(scope, receive, send_reshaped)
+        try:
+            await self.app(scope, receive, send_reshaped)
+        except Exception as exc:  # a bug: no handler answered it
+            if started:
+                raise
+            f = failure(exc)
+            body = json.dumps(anthropic_error(f.status, f.body, rid)).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+            ]
+            await send({"type": "http.response.start", "status": f.status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            raise  # still the server's to log, as Starlette does for every path
 
 
 def _reshape(start: AsgiMessage, body: bytes, rid: str | None) -> bytes | None:
