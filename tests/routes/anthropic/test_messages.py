@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,10 +18,11 @@ from fastapi.testclient import TestClient
 
 from backends.chat.output import CallDelta
 from backends.core.handle import ChoiceDelta
-from backends.types import GeneratedToken, Usage
+from backends.types import GeneratedToken
 from routes.anthropic import serving
 from schemas.anthropic import CountTokensRequest, MessagesRequest
 from tests.conftest import make_client, wait_ready
+from tests.routes.fakes import FakeHandle
 
 pytestmark = pytest.mark.model
 
@@ -510,38 +510,6 @@ def test_the_api_description_lists_the_routes_and_their_events(client: TestClien
 
 
 # ---- the mapping, without the model ------------------------------------------------------------
-@dataclass
-class FakeMetrics:
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ttft": 0.1,
-            "total_latency": 0.2,
-            "tpot": 0.01,
-            "tokens_per_second": 100.0,
-            "output_tokens_per_second": 50.0,
-            "input_tokens": 7,
-            "output_tokens": 5,
-        }
-
-
-@dataclass
-class FakeHandle:
-    pieces: list[ChoiceDelta]
-    model: str = MODEL
-    prompt_tokens: int = 7
-    usage_: Usage = field(default_factory=lambda: Usage(7, 5, 3))
-
-    async def __aiter__(self) -> AsyncIterator[ChoiceDelta]:
-        for piece in self.pieces:
-            yield piece
-
-    def usage(self) -> Usage:
-        return self.usage_
-
-    def metrics(self) -> FakeMetrics:
-        return FakeMetrics()
-
-
 def token(text: str) -> GeneratedToken:
     return GeneratedToken(token_id=1, text=text)
 

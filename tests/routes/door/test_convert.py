@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,11 +12,13 @@ import pytest
 from backends.core.planning import choice_params
 from backends.core.request import ChatPrompt, TextPrompt
 from backends.errors import GenerationFailed
-from backends.types import SEED_MAX
-from routes.door.convert import sampling_params
+from backends.types import SEED_MAX, SamplingParams, Usage
+from routes.door import ids
+from routes.door.convert import finish_reason, sampling_params, totals
 from routes.http.sse import sse_events
 from routes.native.serving import chat_request
 from routes.openai import serving as openai_serving
+from schemas.anthropic import MessagesRequest
 from schemas.native import ChatRequest
 from schemas.openai import ChatCompletionRequest, CompletionRequest
 
@@ -146,3 +149,46 @@ def test_numbers_and_booleans_are_taken_strictly(model, body, param) -> None:
 def test_an_integer_is_a_valid_float() -> None:
     body = ChatCompletionRequest.model_validate({"messages": MESSAGES, "temperature": 1})
     assert body.temperature == 1.0
+
+
+def test_a_body_with_only_the_four_common_fields_samples_with_the_rest_off() -> None:
+    # Anthropic's: unset top_p and top_k are no cut; no penalties, bias or min_tokens.
+    body = MessagesRequest.model_validate(
+        {"model": "m", "messages": MESSAGES, "max_tokens": 4, "temperature": 0.2, "seed": 9}
+    )
+    assert sampling_params(body) == SamplingParams(temperature=0.2, top_p=1.0, top_k=0, seed=9)
+
+
+def test_usage_totals_every_door_reports() -> None:
+    count = totals(Usage(prompt_tokens=10, completion_tokens=4, cached_tokens=6))
+    assert (count.prompt, count.completion, count.cached) == (10, 4, 6)
+    assert (count.uncached_prompt, count.total) == (4, 14)
+
+
+@pytest.mark.parametrize(
+    ("reason", "told"),
+    [("stop", "stop"), ("length", "length"), ("tool_calls", "tool_calls"), ("cancelled", "stop")],
+)
+def test_a_cancelled_choice_is_told_as_a_stop(reason: str, told: str) -> None:
+    assert finish_reason(reason) == told  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "pattern"),
+    [
+        (ids.CHAT_COMPLETION, r"chatcmpl-[0-9a-f]{32}"),
+        (ids.COMPLETION, r"cmpl-[0-9a-f]{32}"),
+        (ids.RESPONSE, r"resp_[0-9a-f]{32}"),
+        (ids.MESSAGE, r"msg_[0-9a-f]{32}"),
+        (ids.REASONING, r"rs_[0-9a-f]{32}"),
+        (ids.FUNCTION_CALL, r"fc_[0-9a-f]{32}"),
+    ],
+)
+def test_each_protocol_keeps_its_id_format(prefix: str, pattern: str) -> None:
+    made = {ids.new_id(prefix) for _ in range(3)}
+    assert len(made) == 3 and all(re.fullmatch(pattern, i) for i in made)
+
+
+def test_a_call_keeps_its_id_under_anthropics_prefix() -> None:
+    assert ids.call_id_as(ids.TOOL_USE, "call_0a1b") == "toolu_0a1b"
+    assert ids.call_id_as(ids.TOOL_USE, "xyz") == "toolu_xyz"
