@@ -1,11 +1,13 @@
-"""One core, every door: the same greedy request through the native API, the OpenAI API
-(streamed and not), /generate and OnnxTextGenerator gives the same text, the same finish
-reason and the same token counts at max_tokens, at a stop string and at EOS; and on a timeout
-every door says so the same way (an error: the status, an in-band event, an exception),
-never a normal finish.
+"""One core, every door: the same greedy request through the seven doors (the native API's
+/v1/chat and its stream, /generate, OpenAI's chat completions and completions, the Responses
+API and Anthropic's Messages, each streamed and not, and the in-process OnnxTextGenerator)
+gives the same text, the same finish reason and the same token counts at max_tokens, at a stop
+string and at EOS; and on a timeout every door says so the same way (an error: the status, an
+in-band event, an exception), never a normal finish.
 
 Text doors (/generate, /v1/completions, OnnxTextGenerator with a string) get the chat prompt
-already rendered, so every door continues the very same tokens.
+already rendered, so every door continues the very same tokens. Anthropic's Messages has no
+``min_tokens`` or ``logit_bias``: a request that needs them goes through every other door.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -27,6 +29,7 @@ from tests.conftest import DirectGenerator, make_client, parse_sse, wait_ready
 pytestmark = pytest.mark.model
 
 MESSAGES = [{"role": "user", "content": "Name three rivers and a mountain."}]
+ENDS_BY_ITSELF = [{"role": "user", "content": "Name a wind."}]  # greedy: EOS after 21 tokens
 EOS = 2  # the demo model's eos_token_id
 
 
@@ -51,7 +54,8 @@ def stream_error(shown: str, event: dict[str, Any]) -> Outcome:
 class Doors:
     client: TestClient
     generator: OnnxTextGenerator
-    prompt_text: str  # MESSAGES through the chat template
+    prompt_text: str  # ``messages`` through the chat template
+    messages: list[dict[str, str]]
 
 
 Door = Callable[[Doors, dict[str, Any]], Outcome]
@@ -64,14 +68,14 @@ def _sse(client: TestClient, path: str, body: dict[str, Any]) -> list[Any]:
 
 
 def native_chat(d: Doors, req: dict[str, Any]) -> Outcome:
-    resp = d.client.post("/v1/chat", json={"messages": MESSAGES, **req})
+    resp = d.client.post("/v1/chat", json={"messages": d.messages, **req})
     if resp.status_code != 200:
         return http_error(resp)
     return Outcome(resp.json()["content"], None, resp.json()["metrics"]["output_tokens"])
 
 
 def native_stream(d: Doors, req: dict[str, Any]) -> Outcome:
-    *tokens, last = _sse(d.client, "/v1/chat/stream", {"messages": MESSAGES, **req})
+    *tokens, last = _sse(d.client, "/v1/chat/stream", {"messages": d.messages, **req})
     shown = "".join(t["token"] for t in tokens)
     if "error" in last:
         return stream_error(shown, last)
@@ -80,7 +84,7 @@ def native_stream(d: Doors, req: dict[str, Any]) -> Outcome:
 
 
 def openai_chat(d: Doors, req: dict[str, Any]) -> Outcome:
-    resp = d.client.post("/v1/chat/completions", json={"messages": MESSAGES, **req})
+    resp = d.client.post("/v1/chat/completions", json={"messages": d.messages, **req})
     if resp.status_code != 200:
         return http_error(resp)
     body = resp.json()
@@ -92,7 +96,7 @@ def openai_chat(d: Doors, req: dict[str, Any]) -> Outcome:
 
 def openai_chat_stream(d: Doors, req: dict[str, Any]) -> Outcome:
     body = {
-        "messages": MESSAGES,
+        "messages": d.messages,
         **req,
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -154,7 +158,7 @@ def _in_process_options(req: dict[str, Any]) -> dict[str, Any]:
 
 def in_process_chat(d: Doors, req: dict[str, Any]) -> Outcome:
     try:
-        out = d.generator.generate(MESSAGES, **_in_process_options(req))
+        out = d.generator.generate(d.messages, **_in_process_options(req))
     except GenAIError as exc:
         return Outcome(None, f"error:{exc.code}", None)
     return Outcome(out["generated_text"], out["finish_reason"], out["tokens_generated"])
@@ -171,7 +175,7 @@ def in_process_text(d: Doors, req: dict[str, Any]) -> Outcome:
 def in_process_stream(d: Doors, req: dict[str, Any]) -> Outcome:
     items: list[tuple[str, dict[str, Any]]] = []
     try:
-        for item in d.generator.stream_generate(MESSAGES, **_in_process_options(req)):
+        for item in d.generator.stream_generate(d.messages, **_in_process_options(req)):
             items.append(item)
     except GenAIError as exc:
         return Outcome("".join(t for t, _ in items), f"error:{exc.code}", None)
@@ -179,6 +183,70 @@ def in_process_stream(d: Doors, req: dict[str, Any]) -> Outcome:
     return Outcome(
         "".join(t for t, _ in tokens) + tail, last["finish_reason"], last["tokens_generated"]
     )
+
+
+def _responses_body(d: Doors, req: dict[str, Any]) -> dict[str, Any]:
+    body = {"input": d.messages, **req}
+    body["max_output_tokens"] = body.pop("max_tokens")
+    return body
+
+
+RESPONSES_FINISH = {"completed": "stop", "incomplete": "length"}
+
+
+def responses(d: Doors, req: dict[str, Any]) -> Outcome:
+    resp = d.client.post("/v1/responses", json=_responses_body(d, req))
+    if resp.status_code != 200:
+        return http_error(resp)
+    body = resp.json()
+    [message] = body["output"]
+    text = "".join(part["text"] for part in message["content"])
+    return Outcome(text, RESPONSES_FINISH[body["status"]], body["usage"]["output_tokens"])
+
+
+def responses_stream(d: Doors, req: dict[str, Any]) -> Outcome:
+    events = _sse(d.client, "/v1/responses", {**_responses_body(d, req), "stream": True})
+    shown = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    last = events[-1]
+    if last["type"] == "error":
+        return Outcome(shown, f"error:{last['code']}", None)
+    response = last["response"]
+    return Outcome(shown, RESPONSES_FINISH[response["status"]], response["usage"]["output_tokens"])
+
+
+ANTHROPIC_LACKS = {"min_tokens", "logit_bias"}  # no such fields in Anthropic's Messages
+ANTHROPIC_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+ANTHROPIC_ERRORS = {"timeout_error": "request_timeout"}  # its errors have a type, no code
+
+
+def _messages_body(d: Doors, req: dict[str, Any]) -> dict[str, Any]:
+    body = {"model": "onnx-genai", "messages": d.messages, **req}
+    if "stop" in body:
+        body["stop_sequences"] = body.pop("stop")
+    return body
+
+
+def anthropic_messages(d: Doors, req: dict[str, Any]) -> Outcome:
+    resp = d.client.post("/v1/messages", json=_messages_body(d, req))
+    if resp.status_code != 200:
+        kind = resp.json()["error"]["type"]
+        assert (resp.status_code, kind) == (504, "timeout_error"), resp.text
+        return Outcome(None, f"error:{ANTHROPIC_ERRORS[kind]}", None)
+    message = resp.json()
+    text = "".join(block["text"] for block in message["content"] if block["type"] == "text")
+    finish = ANTHROPIC_FINISH[message["stop_reason"]]
+    return Outcome(text, finish, message["usage"]["output_tokens"])
+
+
+def anthropic_messages_stream(d: Doors, req: dict[str, Any]) -> Outcome:
+    events = _sse(d.client, "/v1/messages", {**_messages_body(d, req), "stream": True})
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+    shown = "".join(delta["text"] for delta in deltas if delta["type"] == "text_delta")
+    if events[-1]["type"] == "error":
+        return Outcome(shown, f"error:{ANTHROPIC_ERRORS[events[-1]['error']['type']]}", None)
+    [end] = [e for e in events if e["type"] == "message_delta"]
+    finish = ANTHROPIC_FINISH[end["delta"]["stop_reason"]]
+    return Outcome(shown, finish, end["usage"]["output_tokens"])
 
 
 DOORS: dict[str, Door] = {
@@ -189,6 +257,10 @@ DOORS: dict[str, Door] = {
     "completions": openai_completion,
     "completions stream": openai_completion_stream,
     "/generate": generate_route,
+    "responses": responses,
+    "responses stream": responses_stream,
+    "messages": anthropic_messages,
+    "messages stream": anthropic_messages_stream,
     "OnnxTextGenerator chat": in_process_chat,
     "OnnxTextGenerator text": in_process_text,
     "OnnxTextGenerator stream": in_process_stream,
@@ -196,6 +268,7 @@ DOORS: dict[str, Door] = {
 
 
 NATIVE = ("/v1/chat", "/v1/chat/stream")  # no finish reason, no cut text
+ANTHROPIC = ("messages", "messages stream")
 
 
 @contextmanager
@@ -203,7 +276,7 @@ def open_doors(oracle: DirectGenerator, **settings: Any) -> Iterator[Doors]:
     with make_client(**settings) as client:
         wait_ready(client)
         with OnnxTextGenerator(model_dir=DEMO_MODEL_DIR, **settings) as generator:
-            yield Doors(client, generator, oracle.chat_prompt(MESSAGES))
+            yield Doors(client, generator, oracle.chat_prompt(MESSAGES), MESSAGES)
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +286,9 @@ def doors(oracle: DirectGenerator) -> Iterator[Doors]:
 
 
 def through_every_door(d: Doors, req: dict[str, Any]) -> dict[str, Outcome]:
-    return {name: door(d, req) for name, door in DOORS.items()}
+    """Each door's outcome; Anthropic's doors only where they can say the request."""
+    unsaid = ANTHROPIC if ANTHROPIC_LACKS & req.keys() else ()
+    return {name: door(d, req) for name, door in DOORS.items() if name not in unsaid}
 
 
 def assert_agree(outcomes: dict[str, Outcome], expected: Outcome) -> None:
@@ -251,12 +326,25 @@ def test_a_stop_string(doors: Doors, oracle: DirectGenerator) -> None:
 def test_eos_after_min_tokens(doors: Doors, oracle: DirectGenerator) -> None:
     text, _ = oracle.greedy(doors.prompt_text, 3)
     req = {"temperature": 0, "max_tokens": 12, "min_tokens": 3, "logit_bias": {str(EOS): 100}}
-    assert_agree(through_every_door(doors, req), Outcome(text, "stop", 3))
+    outcomes = through_every_door(doors, req)
+    assert set(outcomes) == set(DOORS) - set(ANTHROPIC)
+    assert_agree(outcomes, Outcome(text, "stop", 3))
+
+
+def test_an_eos_the_model_chose(doors: Doors, oracle: DirectGenerator) -> None:
+    # No bias and no min_tokens, so Anthropic's doors are in too.
+    d = replace(doors, prompt_text=oracle.chat_prompt(ENDS_BY_ITSELF), messages=ENDS_BY_ITSELF)
+    text, tokens = oracle.greedy(d.prompt_text, 40)
+    assert len(tokens) < 40, "the oracle did not stop by itself; pick another prompt"
+    outcomes = through_every_door(d, {"temperature": 0, "max_tokens": 40})
+    assert set(outcomes) == set(DOORS)
+    assert_agree(outcomes, Outcome(text, "stop", len(tokens)))
 
 
 def test_a_timeout_before_the_first_token(oracle: DirectGenerator) -> None:
     with open_doors(oracle, request_timeout=1e-6) as d:
         outcomes = through_every_door(d, {"temperature": 0, "max_tokens": 12})
+    assert set(outcomes) == set(DOORS)
     assert_all_timed_out(outcomes, "")
 
 
@@ -269,6 +357,11 @@ def test_a_timeout_mid_answer_is_an_error_after_what_was_streamed(
     )
     with open_doors(oracle, request_timeout=0.05) as d:
         outcomes = through_every_door(d, req)
+        # Without min_tokens: this answer has no EOS for hundreds of tokens (it would end as a
+        # stop, not a timeout, and the assertion below would say so).
+        for name in ANTHROPIC:
+            outcomes[name] = DOORS[name](d, {"temperature": 0, "max_tokens": 1900})
+    assert set(outcomes) == set(DOORS)
     assert_all_timed_out(outcomes, full)
     streamed = [o.text for o in outcomes.values() if o.text]
     assert streamed, "no stream showed anything before the timeout; the test proves little"
