@@ -5,8 +5,8 @@
 - :class:`ServerSettings`: how it is served (bind address, workers, auth, CORS, limits).
 
 Every field has one environment name (``GENAI_*``, or the original ``HOST``/``PORT``/...) and a
-description; the command line (``schemas/cli.py``), ``.env.example`` and the README's table are
-derived from or checked against these fields.
+description; the command line (``schemas/cli.py``), ``.env.example`` and the table in
+``docs/configuration.md`` are derived from or checked against these fields.
 """
 
 from __future__ import annotations

@@ -294,7 +294,7 @@ def test_metrics_path_exists_and_needs_the_key(
 ) -> None:
     path = deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"]
     client = make_client()
-    assert client.get(path).status_code == 401  # hence the README's scrape job with the key
+    assert client.get(path).status_code == 401  # hence docs/deployment.md's scrape job with the key
     response = client.get(path, headers={"Authorization": f"Bearer {API_KEY}"})
     assert response.status_code == 200
     assert "genai_requests_waiting" in response.text

@@ -28,7 +28,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from backends.errors import InvalidRequest
 from backends.types import ChatPrompt
 
-# Used only when the model folder ships no chat template; documented in the README.
+# Used only when the model folder ships no chat template (docs/models.md).
 FALLBACK_ROLE_PREFIX = {
     "system": "System",
     "user": "User",

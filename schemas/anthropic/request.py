@@ -60,7 +60,7 @@ def _as_blocks(value: Any) -> Any:
 
 # ---- request blocks ------------------------------------------------------------------------
 class CacheControl(RequestModel):
-    """Accepted and not needed: prompt prefixes are reused automatically (see README)."""
+    """Accepted and not needed: prompt prefixes are reused automatically (docs/operations.md)."""
 
     type: Literal["ephemeral"]
     ttl: Literal["5m", "1h"] | None = None

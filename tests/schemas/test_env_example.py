@@ -1,4 +1,4 @@
-""".env.example and the README's settings table list every setting (and nothing else)."""
+""".env.example and docs/configuration.md's settings table list every setting (and nothing else)."""
 
 from __future__ import annotations
 
@@ -20,4 +20,4 @@ def test_env_example_lists_every_setting_once() -> None:
 def test_readme_documents_every_setting() -> None:
     readme = (REPO_ROOT / "docs" / "configuration.md").read_text()
     missing = [name for name in env_names() if f"`{name}`" not in readme]
-    assert not missing, f"README's settings table lacks {missing}"
+    assert not missing, f"docs/configuration.md's settings table lacks {missing}"
