@@ -1,13 +1,7 @@
 """Errors on Anthropic's paths, in Anthropic's shape: ``{"type": "error", "error": {"type",
-"message"}}``, whoever raised them.
-
-The app's handlers, the auth middleware (401), the body limits (413, 408) and the router (404,
-405) all write the one shape; rather than teach each of them a second one,
-:class:`AnthropicErrors` (pure ASGI, outside all of them) rewrites the error bodies of these
-paths only. Every other path is passed through untouched, and success responses (a stream
-included) are never buffered. A bug's 500 is answered by Starlette's outermost middleware,
-outside this one, so the reshaper answers it itself, by the same policy. A stream that fails
-after it started ends with an ``error`` event carrying the same body (:func:`error_event`).
+"message"}}``, whoever raised them (:class:`AnthropicErrors`, over routes/http/reshape.py). A
+stream that fails after it started ends with an ``error`` event carrying the same body
+(:func:`error_event`).
 """
 
 from __future__ import annotations
@@ -16,11 +10,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Receive, Scope, Send
-from starlette.types import Message as AsgiMessage
+from starlette.types import ASGIApp
 
-from routes.http.errors import failure
+from routes.http.reshape import ErrorReshaper, one_shape_message
 from schemas.anthropic import AnthropicErrorDetail, AnthropicErrorResponse, AnthropicErrorType
 
 PATH = "/v1/messages"
@@ -49,13 +41,7 @@ def anthropic_error(
     """An error body in the one shape (OpenAI's, as every handler makes it) in Anthropic's:
     ``{"type": "error", "error": {"type", "message"}}``; the parameter, which Anthropic's shape
     has no field for, leads the message unless the message names it already."""
-    detail = body.get("error")
-    detail = detail if isinstance(detail, Mapping) else {}
-    message = str(detail.get("message") or "Error.")
-    param = detail.get("param")
-    if param and str(param) not in message:
-        message = f"{param}: {message}"
-    error = AnthropicErrorDetail(type=error_type(status), message=message)
+    error = AnthropicErrorDetail(type=error_type(status), message=one_shape_message(body))
     return AnthropicErrorResponse(error=error, request_id=request_id).model_dump(exclude_none=True)
 
 
@@ -69,66 +55,8 @@ def _ours(path: str) -> bool:
     return path == PATH or path.startswith(PATH + "/")
 
 
-class AnthropicErrors:
+class AnthropicErrors(ErrorReshaper):
     """Rewrites JSON error bodies (status ≥ 400) on /v1/messages... to Anthropic's shape."""
 
     def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not _ours(scope["path"]):
-            await self.app(scope, receive, send)
-            return
-        rid = scope.get("state", {}).get("request_id")
-        held: AsgiMessage | None = None  # an error's http.response.start, until its body is read
-        started = False
-        chunks: list[bytes] = []
-
-        async def send_reshaped(message: AsgiMessage) -> None:
-            nonlocal held, started
-            if message["type"] == "http.response.start":
-                started = True
-                if message["status"] >= 400:
-                    held = message
-                    return
-            if held is None or message["type"] != "http.response.body":
-                await send(message)
-                return
-            chunks.append(message.get("body", b""))
-            if message.get("more_body", False):
-                return
-            body = b"".join(chunks)
-            reshaped = _reshape(held, body, rid)
-            if reshaped is not None:
-                body = reshaped
-                MutableHeaders(scope=held)["content-length"] = str(len(body))
-            await send(held)
-            await send({"type": "http.response.body", "body": body})
-
-        try:
-            await self.app(scope, receive, send_reshaped)
-        except Exception as exc:  # a bug: no handler answered it
-            if started:
-                raise
-            f = failure(exc)
-            body = json.dumps(anthropic_error(f.status, f.body, rid)).encode()
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"content-length", b"%d" % len(body)),
-            ]
-            await send({"type": "http.response.start", "status": f.status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            raise  # still the server's to log, as Starlette does for every path
-
-
-def _reshape(start: AsgiMessage, body: bytes, rid: str | None) -> bytes | None:
-    """The body in Anthropic's shape, or None if it is not a JSON error body."""
-    if not MutableHeaders(scope=start).get("content-type", "").startswith("application/json"):
-        return None
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(parsed, dict) or not isinstance(parsed.get("error"), dict):
-        return None
-    return json.dumps(anthropic_error(start["status"], parsed, rid)).encode()
+        super().__init__(app, _ours, anthropic_error)
