@@ -1,7 +1,8 @@
-"""The inputs and outputs of an ONNX graph (names, element types, shapes), read straight off the
-file's protobuf encoding.
+"""The inputs and outputs of an ONNX graph (names, element types, shapes) and the sizes of its
+weights, read straight off the file's protobuf encoding.
 
-The server needs only this much of a graph to infer a genai_config.json, so it reads it here
+The server needs only this much of a graph to infer a genai_config.json (and to count a
+model's parameters for listings), so it reads it here
 rather than depending on the ``onnx`` package (a build-time tool). The file is memory-mapped
 and walked field by field: the weights embedded in a model file (initializers, often most of
 its bytes) are skipped by their length, never read.
@@ -14,9 +15,12 @@ TensorShapeProto 1 is a dimension (1 value or 2 symbolic name).
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # ONNX TensorProto.DataType values -> onnxruntime's names for them.
 ELEMENT_TYPES = {
@@ -168,8 +172,50 @@ def parse_graph_io(data: bytes | memoryview) -> GraphIO:
     return GraphIO(tuple(t for t in inputs if t.name not in constants), tuple(outputs))
 
 
-def read_graph_io(path: Path) -> GraphIO:
-    """:func:`parse_graph_io` of a model file, memory-mapped (its weights are not read)."""
+@dataclass(frozen=True)
+class Initializer:
+    """A weight of the graph: its name, element type and how many elements it holds."""
+
+    name: str
+    dtype: str
+    elements: int
+
+
+def _initializer(buf: memoryview) -> Initializer:
+    name, dtype, elements = "", "unknown", 1
+    for number, wire, value in _fields(buf):
+        if number == 1:  # dims: packed (wire 2) or one varint each
+            if isinstance(value, memoryview):
+                pos = 0
+                while pos < len(value):
+                    dim, pos = _varint(value, pos)
+                    elements *= dim
+            else:
+                elements *= value
+        elif number == 2 and isinstance(value, int):
+            dtype = ELEMENT_TYPES.get(value, f"type {value}")
+        elif number == 8:
+            name = _text(value)
+    return Initializer(name, dtype, elements)
+
+
+def parse_initializers(data: bytes | memoryview) -> list[Initializer]:
+    """The initializers (weights) of a serialized ModelProto: names, types and sizes only;
+    their data, embedded or external, is not read."""
+    buf = memoryview(data)
+    found: list[Initializer] = []
+    for number, _, value in _fields(buf):
+        if number == 7 and isinstance(value, memoryview):
+            found += [
+                _initializer(v)
+                for n, _, v in _fields(value)
+                if n == 5 and isinstance(v, memoryview)
+            ]
+    return found
+
+
+def _read(path: Path, parse: Callable[[memoryview], T]) -> T:
+    """``parse`` over the memory-mapped file (its weights are read only if ``parse`` does)."""
     try:
         with open(path, "rb") as fh:
             if fh.seek(0, 2) == 0:
@@ -181,7 +227,7 @@ def read_graph_io(path: Path) -> GraphIO:
     try:
         view = memoryview(mapped)
         try:
-            return parse_graph_io(view)
+            return parse(view)
         except (GraphReadError, ValueError, IndexError) as exc:
             error = str(exc)  # raised below, once no view of the map is left
         finally:
@@ -189,3 +235,13 @@ def read_graph_io(path: Path) -> GraphIO:
     finally:
         mapped.close()
     raise GraphReadError(error)
+
+
+def read_graph_io(path: Path) -> GraphIO:
+    """:func:`parse_graph_io` of a model file, memory-mapped (its weights are not read)."""
+    return _read(path, parse_graph_io)
+
+
+def read_initializers(path: Path) -> list[Initializer]:
+    """:func:`parse_initializers` of a model file, memory-mapped."""
+    return _read(path, parse_initializers)
