@@ -274,6 +274,11 @@ class RequestHandle:
         completion = sum(c.generated for c in self.choices)
         return Usage(self.prompt_tokens, completion, sum(cached.values()))
 
+    def queue_time(self) -> float:
+        """Seconds the request's sequences waited for a free slot (the longest wait of its
+        finished choices), as the owner thread measured it."""
+        return max((c.finish.queue_time for c in self.choices if c.finish), default=0.0)
+
     def metrics(self) -> RequestMetrics:
         """Timing for the whole request, frozen once every choice finished."""
         return self._metrics or self._timer.finish(self.prompt_tokens)

@@ -38,6 +38,7 @@ from backends.engine.choose import strategy_factory
 from backends.engine.profiling import ProfileWindow
 from backends.engine.scheduler import Job, Scheduler, Strategy
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
+from backends.models.folder import ModelFolder
 from backends.models.loader import LoadedModel, load_model
 from backends.types import PreparedPrompt, Prompt
 
@@ -178,6 +179,17 @@ class InferenceService:
         """Tokens one sequence may hold (prompt + output); None while loading."""
         strategy = self._scheduler.strategy
         return strategy.max_length if strategy is not None else None
+
+    @property
+    def folder(self) -> ModelFolder | None:
+        """The loaded model's folder (what it says of itself); None while loading."""
+        model = self._scheduler.model
+        return model.folder if model is not None else None
+
+    @property
+    def chat_format(self) -> ChatFormat:
+        """How the model writes tool calls and thinking (none of either while loading)."""
+        return self._chat_format
 
     @property
     def strategy_name(self) -> str | None:
