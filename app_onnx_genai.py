@@ -26,6 +26,7 @@ from routes.http.request_ids import RequestIdMiddleware
 from routes.http.sse import document_event_schemas
 from routes.native import generate
 from routes.native import router as native
+from routes.ollama import router as ollama
 from routes.openai import router as openai
 from routes.ops import admin
 from routes.ops import router as ops
@@ -105,5 +106,6 @@ def create_app(
         timeout=settings.server.client_timeout,
     )
     anthropic.install(app)  # its routes, and its error shape around auth and the body limits
+    ollama.install(app, web_ui=settings.server.web_ui)  # the same, for /api/*
     app.add_middleware(RequestIdMiddleware)  # outermost: 401s and CORS answers get an id too
     return app

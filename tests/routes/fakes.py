@@ -2,9 +2,10 @@
 
 :class:`FakeHandle` has what the serving modules read from a real ``RequestHandle``: iterating
 it yields the scripted :class:`ChoiceDelta` s (then raises ``fail``, if given), ``result()``
-folds them as the real one does, and ``usage()``, ``metrics()``, ``model``, ``created``,
-``choices`` and ``prompt_tokens`` are fixed. :class:`FakeModels` stands in for the model
-registry of a whole app (:func:`fake_app`), so a route runs end to end with no model loaded.
+folds them as the real one does, and ``usage()``, ``metrics()``, ``queue_time()``, ``model``,
+``created``, ``choices`` and ``prompt_tokens`` are fixed. :class:`FakeModels` stands in for the
+model registry of a whole app (:func:`fake_app`), so a route runs end to end with no model
+loaded.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 from fastapi.testclient import TestClient
 
 from app_onnx_genai import create_app
+from backends.chat.formats import ChatFormat
 from backends.chat.output import CallDelta, ToolCallResult
 from backends.core.handle import ChoiceDelta, ChoiceResult, Result
 from backends.core.request import GenerationRequest
@@ -70,6 +72,7 @@ class FakeHandle:
     usage_: Usage = field(default_factory=lambda: Usage(7, 5, 3))
     metrics_: RequestMetrics = METRICS
     fail: Exception | None = None  # raised after the last piece, as a server-ended choice is
+    queued: float = 0.02  # seconds waited for a slot
     n: int = 1
     created: int = 1
     cancelled: bool = False
@@ -93,6 +96,9 @@ class FakeHandle:
 
     def metrics(self) -> RequestMetrics:
         return self.metrics_
+
+    def queue_time(self) -> float:
+        return self.queued
 
     async def result(self) -> Result:
         """The pieces folded per choice, as ``RequestHandle.result`` does."""
@@ -134,13 +140,25 @@ def collect(items: AsyncIterator[T]) -> list[T]:
     return asyncio.run(gather())
 
 
+@dataclass
+class FakeService:
+    """One model's core, as a door reads it before submitting."""
+
+    chat_format: ChatFormat = field(default_factory=ChatFormat)
+    max_length: int | None = 2048
+
+
 class FakeModels:
     """The model registry, as the routes use it: ``submit`` answers with ``handle`` and keeps
-    the core request it was given."""
+    the core request it was given; ``get`` gives the one :class:`FakeService`."""
 
     def __init__(self, handle: FakeHandle) -> None:
         self.handle = handle
         self.submitted: list[GenerationRequest] = []
+        self.service = FakeService()
+
+    def get(self, name: str | None) -> FakeService:
+        return self.service
 
     async def submit(self, request: GenerationRequest) -> FakeHandle:
         self.submitted.append(request)

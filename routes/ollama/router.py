@@ -1,0 +1,167 @@
+"""Ollama's native API: /api/chat and /api/generate (JSON lines, streamed by default), the
+model listings (/api/tags, /api/show, /api/ps), /api/version and the liveness check at /.
+
+Thin: validate, start the generation (errors here still get their status code), then answer
+one object or JSON lines. The logic lives in routes/ollama/serving.py and models.py; errors on
+/api/* leave in Ollama's shape (routes/ollama/errors.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import PlainTextResponse
+
+from routes.door.answer import answer_lines
+from routes.http.deps import ERROR_RESPONSES, ModelsDep
+from routes.http.ndjson import MEDIA_TYPE, NdjsonResponse
+from routes.http.request_ids import request_id
+from routes.ollama import models as listing
+from routes.ollama import serving
+from routes.ollama.errors import NotHere, OllamaErrors
+from schemas.ollama import (
+    ChatRequest,
+    GenerateFields,
+    GenerateRequest,
+    ListResponse,
+    OllamaChatResponse,
+    OllamaError,
+    OllamaGenerateResponse,
+    ProcessResponse,
+    ShowRequest,
+    ShowResponse,
+    VersionResponse,
+)
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {**doc, "model": OllamaError} for status, doc in ERROR_RESPONSES.items()
+}
+RUNNING = "Ollama is running"  # what Ollama answers at /, and clients look for
+
+router = APIRouter(prefix="/api", tags=["ollama"])
+
+
+def _lines_doc(what: str, line: type[Any]) -> dict[int | str, dict[str, Any]]:
+    stream = {
+        "description": f"{what}. By default (`stream` unset or true) newline-delimited JSON: "
+        f"one {line.__name__} a line, the last with `done: true`, the counts and durations. "
+        'An error after the stream started is a last line `{"error": "..."}`.',
+        "content": {MEDIA_TYPE: {"schema": {"$ref": f"#/components/schemas/{line.__name__}"}}},
+    }
+    return {200: stream, **ERRORS}
+
+
+async def _checked(body: GenerateFields, models: ModelsDep) -> None:
+    service = models.get(body.model)  # a 404 for an unknown model
+    thinks = service.chat_format.reasoning is not None
+    serving.check(body, max_length=service.max_length, thinks=thinks)
+
+
+@router.post(
+    "/chat",
+    response_model=OllamaChatResponse,
+    response_model_exclude_none=True,
+    responses=_lines_doc("The assistant's message", OllamaChatResponse),
+    summary="Chat (Ollama)",
+)
+async def chat(
+    body: ChatRequest, models: ModelsDep, request: Request
+) -> OllamaChatResponse | NdjsonResponse:
+    await _checked(body, models)
+    if not body.messages:
+        return serving.loaded_chat(body.model)
+    handle = await models.submit(serving.chat_request(body, request_id(request)))
+    return await answer_lines(request, serving.CHAT, handle, body, stream=body.stream)
+
+
+@router.post(
+    "/generate",
+    response_model=OllamaGenerateResponse,
+    response_model_exclude_none=True,
+    responses=_lines_doc("The completion", OllamaGenerateResponse),
+    summary="Generate (Ollama)",
+)
+async def generate(
+    body: GenerateRequest, models: ModelsDep, request: Request
+) -> OllamaGenerateResponse | NdjsonResponse:
+    await _checked(body, models)
+    if not body.prompt:
+        return serving.loaded_generate(body.model)
+    handle = await models.submit(serving.generate_request(body, request_id(request)))
+    return await answer_lines(request, serving.GENERATE, handle, body, stream=body.stream)
+
+
+@router.get("/tags", response_model=ListResponse, responses={401: ERRORS[401]})
+async def tags(models: ModelsDep) -> ListResponse:
+    """The loaded models (and their adapters)."""
+    return listing.tags(models)
+
+
+@router.post("/show", response_model=ShowResponse, responses=ERRORS)
+async def show(body: ShowRequest, models: ModelsDep) -> ShowResponse:
+    """A model's details, model_info (from genai_config.json), chat template and
+    capabilities."""
+    return listing.show(models, body.model_name)
+
+
+@router.get("/ps", response_model=ProcessResponse, responses={401: ERRORS[401]})
+async def ps(models: ModelsDep) -> ProcessResponse:
+    """The loaded models, with their size and context length."""
+    return listing.running(models)
+
+
+@router.get("/version", response_model=VersionResponse, responses={401: ERRORS[401]})
+async def version() -> VersionResponse:
+    """The Ollama release whose API this server follows."""
+    return VersionResponse(version=listing.OLLAMA_VERSION)
+
+
+# ---- what this server does another way ----------------------------------------------------------
+_LOAD_INSTEAD = (
+    "serve a model folder (GENAI_MODEL_DIR, or several in GENAI_MODELS_FILE) or load one at "
+    "runtime with POST /admin/models"
+)
+_INSTEAD = {
+    "/pull": f"This server does not pull models: {_LOAD_INSTEAD}.",
+    "/push": "This server does not push models to a registry.",
+    "/create": f"This server does not create models: {_LOAD_INSTEAD}.",
+    "/copy": "This server does not copy models: list a folder again under another name in "
+    "GENAI_MODELS_FILE.",
+    "/delete": "This server does not delete models: unload one with DELETE /admin/models/{name}.",
+}
+
+
+def _refusal(path: str, method: str) -> None:
+    message = _INSTEAD[path]
+
+    async def refuse() -> None:
+        raise NotHere(message)
+
+    router.add_api_route(
+        path,
+        refuse,
+        methods=[method],
+        status_code=501,
+        responses={501: {"model": OllamaError, "description": message}},
+        summary=f"Not supported here: {message}",
+    )
+
+
+for _path in ("/pull", "/push", "/create", "/copy"):
+    _refusal(_path, "POST")
+_refusal("/delete", "DELETE")
+
+
+def install(app: FastAPI, *, web_ui: bool) -> None:
+    """Mount the door, and Ollama's liveness answer at / (HEAD always; GET where the web
+    playground does not own /). Call it after the auth middleware is added, so that 401s on
+    /api/* are reshaped too."""
+    app.include_router(router)
+
+    async def running() -> PlainTextResponse:
+        return PlainTextResponse(RUNNING)
+
+    methods = ["HEAD"] if web_ui else ["GET", "HEAD"]
+    app.add_api_route("/", running, methods=methods, include_in_schema=False)
+    app.add_middleware(OllamaErrors)

@@ -1,0 +1,58 @@
+"""Ollama's native API: the request bodies (request.py) and what the server answers
+(response.py)."""
+
+from schemas.ollama.request import (
+    ChatRequest,
+    GenerateFields,
+    GenerateRequest,
+    Message,
+    OllamaOptions,
+    ShowRequest,
+    Tool,
+)
+from schemas.ollama.response import (
+    AssistantMessage,
+    CalledFunction,
+    DoneReason,
+    Durations,
+    ListedModel,
+    ListResponse,
+    Logprob,
+    ModelDetails,
+    OllamaChatResponse,
+    OllamaError,
+    OllamaGenerateResponse,
+    ProcessResponse,
+    RunningModel,
+    ShowResponse,
+    TokenLogprob,
+    ToolCall,
+    VersionResponse,
+)
+
+__all__ = [
+    "AssistantMessage",
+    "CalledFunction",
+    "ChatRequest",
+    "OllamaChatResponse",
+    "DoneReason",
+    "Durations",
+    "GenerateFields",
+    "GenerateRequest",
+    "OllamaGenerateResponse",
+    "ListResponse",
+    "ListedModel",
+    "Logprob",
+    "Message",
+    "ModelDetails",
+    "OllamaError",
+    "OllamaOptions",
+    "ProcessResponse",
+    "RunningModel",
+    "ShowRequest",
+    "ShowResponse",
+    "TokenLogprob",
+    "Tool",
+    "ToolCall",
+    "VersionResponse",
+]
