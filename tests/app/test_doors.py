@@ -1,13 +1,15 @@
-"""One core, every door: the same greedy request through the seven doors (the native API's
+"""One core, every door: the same greedy request through the eight doors (the native API's
 /v1/chat and its stream, /generate, OpenAI's chat completions and completions, the Responses
-API and Anthropic's Messages, each streamed and not, and the in-process OnnxTextGenerator)
+API, Anthropic's Messages and Ollama's /api/chat and /api/generate, each streamed and not, and
+the in-process OnnxTextGenerator)
 gives the same text, the same finish reason and the same token counts at max_tokens, at a stop
 string and at EOS; and on a timeout every door says so the same way (an error: the status, an
 in-band event, an exception), never a normal finish.
 
-Text doors (/generate, /v1/completions, OnnxTextGenerator with a string) get the chat prompt
-already rendered, so every door continues the very same tokens. Anthropic's Messages has no
-``min_tokens`` or ``logit_bias``: a request that needs them goes through every other door.
+Text doors (/generate, /v1/completions, /api/generate with ``raw``, OnnxTextGenerator with a
+string) get the chat prompt already rendered, so every door continues the very same tokens.
+Anthropic's Messages has no ``min_tokens`` or ``logit_bias``, Ollama's API no ``logit_bias``:
+a request that needs them goes through every other door.
 """
 
 from __future__ import annotations
@@ -249,6 +251,53 @@ def anthropic_messages_stream(d: Doors, req: dict[str, Any]) -> Outcome:
     return Outcome(shown, finish, end["usage"]["output_tokens"])
 
 
+OLLAMA_LACKS = {"logit_bias"}  # no such option in Ollama's API (min_tokens is our extension)
+
+
+def _ollama_body(d: Doors, req: dict[str, Any], path: str, stream: bool) -> dict[str, Any]:
+    options = {k: v for k, v in req.items() if k not in ("max_tokens", "logit_bias")}
+    options["num_predict"] = req["max_tokens"]
+    said = {"messages": d.messages} if path == "/api/chat" else {"prompt": d.prompt_text}
+    raw = {"raw": True} if path == "/api/generate" else {}
+    return {"model": "onnx-genai", **said, **raw, "options": options, "stream": stream}
+
+
+def _ollama_error(message: str) -> str:
+    # Ollama's errors carry a message only.
+    return "error:request_timeout" if "GENAI_REQUEST_TIMEOUT" in message else f"error:{message}"
+
+
+def _ollama_text(line: dict[str, Any]) -> str:
+    return str(line["message"]["content"] if "message" in line else line["response"])
+
+
+def ollama(path: str) -> Door:
+    def whole(d: Doors, req: dict[str, Any]) -> Outcome:
+        resp = d.client.post(path, json=_ollama_body(d, req, path, stream=False))
+        if resp.status_code != 200:
+            assert resp.status_code == 504 and set(resp.json()) == {"error"}, resp.text
+            return Outcome(None, _ollama_error(resp.json()["error"]), None)
+        body = resp.json()
+        return Outcome(_ollama_text(body), body["done_reason"], body["eval_count"])
+
+    return whole
+
+
+def ollama_stream(path: str) -> Door:
+    def stream(d: Doors, req: dict[str, Any]) -> Outcome:
+        with d.client.stream("POST", path, json=_ollama_body(d, req, path, True)) as resp:
+            assert resp.status_code == 200, resp.read()
+            lines = [json.loads(line) for line in resp.iter_lines() if line]
+        *parts, last = lines
+        shown = "".join(_ollama_text(p) for p in parts)
+        if "error" in last:
+            return Outcome(shown, _ollama_error(last["error"]), None)
+        assert last["done"] is True and not any(p["done"] for p in parts)
+        return Outcome(shown + _ollama_text(last), last["done_reason"], last["eval_count"])
+
+    return stream
+
+
 DOORS: dict[str, Door] = {
     "/v1/chat": native_chat,
     "/v1/chat/stream": native_stream,
@@ -261,6 +310,10 @@ DOORS: dict[str, Door] = {
     "responses stream": responses_stream,
     "messages": anthropic_messages,
     "messages stream": anthropic_messages_stream,
+    "/api/chat": ollama("/api/chat"),
+    "/api/chat stream": ollama_stream("/api/chat"),
+    "/api/generate": ollama("/api/generate"),
+    "/api/generate stream": ollama_stream("/api/generate"),
     "OnnxTextGenerator chat": in_process_chat,
     "OnnxTextGenerator text": in_process_text,
     "OnnxTextGenerator stream": in_process_stream,
@@ -269,6 +322,7 @@ DOORS: dict[str, Door] = {
 
 NATIVE = ("/v1/chat", "/v1/chat/stream")  # no finish reason, no cut text
 ANTHROPIC = ("messages", "messages stream")
+OLLAMA = ("/api/chat", "/api/chat stream", "/api/generate", "/api/generate stream")
 
 
 @contextmanager
@@ -286,8 +340,10 @@ def doors(oracle: DirectGenerator) -> Iterator[Doors]:
 
 
 def through_every_door(d: Doors, req: dict[str, Any]) -> dict[str, Outcome]:
-    """Each door's outcome; Anthropic's doors only where they can say the request."""
-    unsaid = ANTHROPIC if ANTHROPIC_LACKS & req.keys() else ()
+    """Each door's outcome; Anthropic's and Ollama's doors only where they can say the
+    request."""
+    unsaid = (*(ANTHROPIC if ANTHROPIC_LACKS & req.keys() else ()),)
+    unsaid += OLLAMA if OLLAMA_LACKS & req.keys() else ()
     return {name: door(d, req) for name, door in DOORS.items() if name not in unsaid}
 
 
@@ -327,7 +383,7 @@ def test_eos_after_min_tokens(doors: Doors, oracle: DirectGenerator) -> None:
     text, _ = oracle.greedy(doors.prompt_text, 3)
     req = {"temperature": 0, "max_tokens": 12, "min_tokens": 3, "logit_bias": {str(EOS): 100}}
     outcomes = through_every_door(doors, req)
-    assert set(outcomes) == set(DOORS) - set(ANTHROPIC)
+    assert set(outcomes) == set(DOORS) - set(ANTHROPIC) - set(OLLAMA)
     assert_agree(outcomes, Outcome(text, "stop", 3))
 
 
