@@ -39,7 +39,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 RUNNING = "Ollama is running"  # what Ollama answers at /, and clients look for
 
-router = APIRouter(prefix="/api", tags=["ollama"])
+# Ollama reads a body as JSON whatever its content type says, and clients rely on it (LiteLLM
+# sends none).
+router = APIRouter(prefix="/api", tags=["ollama"], strict_content_type=False)
 
 
 def _lines_doc(what: str, line: type[Any]) -> dict[int | str, dict[str, Any]]:

@@ -146,3 +146,11 @@ def test_a_missing_model_and_a_body_that_is_not_json_are_400s_in_ollamas_shape()
     resp = app.post("/api/chat", content=b"{not json", headers={"content-type": "application/json"})
     refused(resp, "JSON")
     refused(app.post("/api/show", json={}), "model")
+
+
+def test_a_body_without_a_content_type_is_read_as_json_as_ollama_reads_it() -> None:
+    app = fake_app(FakeHandle([said("Hi"), end()]))
+    body = b'{"model": "onnx-genai", "messages": [{"role": "user", "content": "Hi"}]}'
+    resp = app.post("/api/chat", content=body)  # httpx sends no content type for bytes
+    assert resp.status_code == 200, resp.text
+    assert resp.text.splitlines()[-1].startswith('{"model"')
