@@ -149,11 +149,11 @@ def test_closing_a_stream_cancels_its_generation(server: ServerProcess) -> None:
         before = metric(client.get("/metrics").text, "genai_requests_cancelled_total")
         api = ollama.Client(host=server.url, headers=AUTH, timeout=60)
         long = {"temperature": 0, "num_predict": 1900, "min_tokens": 1900}
-        parts = api.chat(model=MODEL, messages=ASK, options=long, stream=True)
+        parts: Any = api.chat(model=MODEL, messages=ASK, options=long, stream=True)
         for n, _ in enumerate(parts):
             if n == 10:
                 break
-        parts.close()  # the client's stream, and with it the connection, closes here
+        parts.close()  # the client's generator: its stream and connection close here
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             text = client.get("/metrics").text
