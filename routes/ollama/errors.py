@@ -11,18 +11,17 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
-from backends.errors import GenAIError
+from backends.errors import InvalidRequest
 from routes.http.reshape import ErrorReshaper, one_shape_message
 from schemas.ollama import OllamaError
 
 PREFIX = "/api"
 
 
-class NotHere(GenAIError):
-    """An Ollama route for what this server does another way (pulling, creating models)."""
+class NotHere(InvalidRequest):
+    """An Ollama route for what this server does another way (pulling, creating models): a
+    request it will not do, told as the client's error (no 5xx: nothing went wrong here)."""
 
-    status_code = 501
-    error_type = "not_implemented"
     code = "not_supported"
 
 

@@ -144,8 +144,7 @@ def _refusal(path: str, method: str) -> None:
         path,
         refuse,
         methods=[method],
-        status_code=501,
-        responses={501: {"model": OllamaError, "description": message}},
+        responses={400: {"model": OllamaError, "description": message}},
         summary=f"Not supported here: {message}",
     )
 

@@ -20,7 +20,7 @@ from backends.core.request import ChatPrompt, GenerationRequest, Prompt, TextPro
 from backends.errors import GenerationFailed, InvalidRequest
 from backends.types import ChoiceFinish, GeneratedToken
 from routes.door.answer import Door, Lines
-from routes.door.blocks import Closed, OutputBlocks
+from routes.door.blocks import BlockEvent, Closed, OutputBlocks
 from routes.door.convert import finish_reason, sampling_params, totals
 from routes.ollama.errors import error_line
 from schemas.ollama import (
@@ -173,11 +173,13 @@ class End:
 
 
 async def parts(handle: RequestHandle, body: GenerateFields) -> AsyncIterator[Part | End]:
+    """The lines' contents: text and thinking as they come, a call once its block closes
+    (the output-blocks machine every door shares), then the end."""
     blocks = OutputBlocks()
     made = 0  # tool calls so far
     finish: ChoiceFinish = "stop"
 
-    def whole_calls(events: list[Any]) -> tuple[ToolCall, ...]:
+    def whole_calls(events: list[BlockEvent]) -> tuple[ToolCall, ...]:
         nonlocal made
         calls = []
         for event in events:

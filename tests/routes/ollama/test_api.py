@@ -245,7 +245,7 @@ def test_what_this_server_does_another_way_says_how(
     client: TestClient, method: str, path: str, instead: str
 ) -> None:
     resp = client.request(method, path, json={"model": "llama3.2"})
-    assert resp.status_code == 501
+    assert resp.status_code == 400
     assert set(resp.json()) == {"error"} and instead in resp.json()["error"]
 
 
