@@ -273,3 +273,33 @@ def test_the_api_key_is_asked_for_and_refused_in_ollamas_shape() -> None:
         assert "API key" in resp.json()["error"]
         authorized = client.get("/api/tags", headers={"Authorization": "Bearer sekrit"})
         assert authorized.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("options", "openai"),
+    [
+        ({"repeat_penalty": 1.5}, {"repetition_penalty": 1.5}),
+        (
+            {"presence_penalty": 1.5, "frequency_penalty": 1.0},
+            {"presence_penalty": 1.5, "frequency_penalty": 1.0},
+        ),
+        (
+            {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "seed": 5},
+            {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "seed": 5},
+        ),
+    ],
+)
+def test_sampling_options_do_what_the_openai_doors_fields_do(
+    client: TestClient, options: dict[str, Any], openai: dict[str, Any]
+) -> None:
+    """Each option reaches the core as its OpenAI counterpart does: the same answer."""
+    ask = [{"role": "user", "content": "go on and on"}]
+    sampling = {"temperature": 0, **options, "num_predict": 24, "min_tokens": 24}
+    ours = chat(client, messages=ask, options=sampling)["message"]["content"]
+    body = {"messages": ask, "temperature": 0, **openai, "max_tokens": 24, "min_tokens": 24}
+    theirs = client.post("/v1/chat/completions", json=body).json()
+    assert ours == theirs["choices"][0]["message"]["content"]
+    plain = {"temperature": 0, "num_predict": 24, "min_tokens": 24}
+    assert ours != chat(client, messages=ask, options=plain)["message"]["content"], (
+        "the option changed nothing on this prompt: the test would prove nothing"
+    )
