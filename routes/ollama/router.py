@@ -155,14 +155,14 @@ _refusal("/delete", "DELETE")
 
 
 def install(app: FastAPI, *, web_ui: bool) -> None:
-    """Mount the door, and Ollama's liveness answer at / (HEAD always; GET where the web
-    playground does not own /). Call it after the auth middleware is added, so that 401s on
-    /api/* are reshaped too."""
+    """Mount the door, and Ollama's liveness answer at / where the web playground does not own
+    it (where it does, its page answers ``HEAD /`` with a 200 too). Call it after the auth
+    middleware is added, so that 401s on /api/* are reshaped too."""
     app.include_router(router)
 
     async def running() -> PlainTextResponse:
         return PlainTextResponse(RUNNING)
 
-    methods = ["HEAD"] if web_ui else ["GET", "HEAD"]
-    app.add_api_route("/", running, methods=methods, include_in_schema=False)
+    if not web_ui:
+        app.add_api_route("/", running, methods=["GET", "HEAD"], include_in_schema=False)
     app.add_middleware(OllamaErrors)

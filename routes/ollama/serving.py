@@ -43,7 +43,6 @@ _PARAMS = {
     "max_tokens": "options.num_predict",
     "guidance": "format",
     "top_k": "options.top_k",
-    "logit_bias": "options",
 }
 
 

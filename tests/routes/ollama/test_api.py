@@ -255,7 +255,7 @@ def test_an_unknown_api_path_is_a_404_in_ollamas_shape(client: TestClient) -> No
 
 
 @pytest.mark.parametrize("web_ui", [True, False])
-def test_ollama_is_running_at_the_root(web_ui: bool) -> None:
+def test_the_root_says_the_server_runs(web_ui: bool) -> None:
     with make_client(web_ui=web_ui) as client:
         assert client.head("/").status_code == 200
         page = client.get("/")
