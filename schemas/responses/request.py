@@ -20,6 +20,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from schemas.common import RequestModel, SamplingFields, only_with_stream
+from schemas.openai.hints import Effort, with_effort
 from schemas.responses.items import (
     FunctionTool,
     HostedTool,
@@ -74,15 +75,6 @@ Includable = Literal[
     "file_search_call.results",
     "message.input_image.image_url",
 ]
-Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
-
-
-def thinking_switch(effort: str | None) -> dict[str, Any] | None:
-    """A reasoning effort as the chat template's thinking switch: ``none`` and ``minimal``
-    turn thinking off, any other effort on. A template without the switch ignores it."""
-    if effort is None:
-        return None
-    return {"enable_thinking": effort not in ("none", "minimal")}
 
 
 class Reasoning(RequestModel):
@@ -256,10 +248,9 @@ class ResponsesRequest(SamplingFields):
     def template_args(self) -> dict[str, Any] | None:
         """The chat template's variables: ``reasoning.effort``'s switch, then the explicit
         ``chat_template_kwargs`` over it."""
-        mapped = thinking_switch(self.reasoning.effort if self.reasoning else None)
-        if mapped is None:
-            return self.chat_template_kwargs
-        return {**mapped, **(self.chat_template_kwargs or {})}
+        return with_effort(
+            self.reasoning.effort if self.reasoning else None, self.chat_template_kwargs
+        )
 
     @property
     def tool_choice_name(self) -> str:
