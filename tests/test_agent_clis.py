@@ -143,7 +143,7 @@ def test_codex_exec_answers(server: ServerProcess, tmp_path: Path) -> None:
 def test_codex_runs_a_call_and_answers_it_with_its_output(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    done, codex_home = codex(server, tmp_path, "Run the command: echo avocado")
+    done, codex_home = codex(server, tmp_path, "Run the command echo hello.")
     assert done.returncode == 0, done.stdout + done.stderr
     # What Codex sent the model, as its session file records it.
     items = [
@@ -182,7 +182,7 @@ def test_claude_code_reads_a_file_with_the_read_tool(server: ServerProcess, tmp_
     done = claude(
         server,
         tmp_path,
-        "Read the file notes.txt.",
+        f"Read the file {note} and tell me what it says.",
         "--tools",
         "Read",
         "--output-format",
