@@ -146,11 +146,12 @@ def test_codex_runs_a_call_and_answers_it_with_its_output(
     done, codex_home = codex(server, tmp_path, "Run the command echo hello.")
     assert done.returncode == 0, done.stdout + done.stderr
     # What Codex sent the model, as its session file records it.
-    items = [
-        json.loads(line).get("payload", {})
+    lines = [
+        json.loads(line)
         for rollout in codex_home.glob("sessions/**/*.jsonl")
         for line in rollout.read_text().splitlines()
     ]
+    items = [e["payload"] for e in lines if e.get("type") == "response_item"]
     calls = {i["call_id"]: i["name"] for i in items if i.get("type") == "function_call"}
     outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
     assert calls and set(outputs) & set(calls), done.stdout
