@@ -25,7 +25,7 @@ import pytest
 from bench.server import ServerProcess, live_server
 from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.agents]
 
 PINS: dict[str, str] = json.loads((REPO_ROOT / "tests" / "agent_clis.json").read_text())
 CACHE = REPO_ROOT / ".cache" / "agent-clis"
