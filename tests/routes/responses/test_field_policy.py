@@ -32,7 +32,16 @@ pytestmark = pytest.mark.model
 # real client sends), one row of the policy table each.
 ACCEPTED: list[dict[str, Any]] = [
     {"include": ["reasoning.encrypted_content"]},
-    {"include": ["web_search_call.action.sources", "file_search_call.results"]},
+    {
+        "include": [
+            "web_search_call.action.sources",
+            "web_search_call.results",
+            "file_search_call.results",
+            "code_interpreter_call.outputs",
+            "computer_call_output.output.image_url",
+            "message.input_image.image_url",
+        ]
+    },
     {"reasoning": {"summary": "auto"}},
     {"reasoning": {"generate_summary": "concise"}},
     {"client_metadata": {"session_id": "s1", "x-codex-turn-metadata": '{"a": 1}'}},
