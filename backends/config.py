@@ -37,7 +37,7 @@ class Limits:
     max_concurrency: int = 8  # sequences generating at once
     max_queue: int = 64  # sequences allowed to wait beyond those
     request_timeout: float | None = None  # seconds per request, queue time included
-    default_max_tokens: int = 256
+    default_max_tokens: int = 8192
 
 
 @dataclass(frozen=True)

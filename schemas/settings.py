@@ -233,10 +233,11 @@ class ServerSettings(BaseSettings):
         gt=0,
     )
     default_max_tokens: int = _setting(
-        256,
+        8192,
         "GENAI_DEFAULT_MAX_TOKENS",
         "default_max_tokens",
-        "max_tokens when a request gives none (reduced to the room the context leaves).",
+        "Tokens a request that sets no max_tokens may generate: the room left in the context, "
+        "at most this many.",
         gt=0,
     )
     max_concurrency: int = _setting(

@@ -144,6 +144,7 @@ class RequestHandle:
         self.model = model
         self.choices = choices
         self.prompts: list[PreparedPrompt] = []  # set once the owner thread tokenized them
+        self.token_limits: list[int] = []  # each choice's max new tokens, set with the prompts
         self.created = int(time.time())
         self._timer = timer
         self._on_token = on_token

@@ -30,11 +30,12 @@ def plan_max_new_tokens(
     *,
     prompt_param: str = "messages",
     tokens_param: str = "max_tokens",
+    fit: bool = False,
 ) -> int:
     """How many tokens may be generated. Never truncates the prompt; refuses what cannot fit.
 
     An explicit ``requested`` that overflows the context is an error (the caller asked for
-    something impossible); the server default is reduced to the room left instead.
+    something impossible) unless ``fit``; the server default is reduced to the room left.
     """
     room = max_length - prompt_tokens
     if room <= 0:
@@ -45,6 +46,8 @@ def plan_max_new_tokens(
         )
     if requested is None:
         return min(default, room)
+    if fit:
+        return min(requested, room)
     if requested > room:
         raise ContextLengthExceeded(
             f"This model's maximum context length is {max_length} tokens. The request has "
@@ -242,6 +245,7 @@ def plan_jobs(
             strategy.max_length,
             prompt_param=prompt_param,
             tokens_param=tokens_param,
+            fit=request.fit_max_tokens,
         )
         params = choice_params(request, choice.index % request.n, max_new, adapter)
         refuse_unsupported(strategy.name, strategy.unsupported(params), request)
@@ -258,4 +262,5 @@ def plan_jobs(
             )
         )
     handle.prompts = prompts
+    handle.token_limits = [job.params.max_new_tokens for job in jobs]
     return beam_leads(jobs, request.n) if request.sampling.num_beams > 1 else jobs

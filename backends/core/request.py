@@ -33,7 +33,10 @@ class GenerationRequest:
 
     prompt: Prompt | Sequence[Prompt]
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    max_tokens: int | None = None  # None: the server default, reduced to the room left
+    max_tokens: int | None = None  # None: the room left, at most the server default
+    # A max_tokens beyond the room left is reduced to it (Anthropic's Messages) instead of
+    # refused (OpenAI's doors).
+    fit_max_tokens: bool = False
     stop: Sequence[str] = ()
     n: int = 1
     model: str | None = None  # None: the served model

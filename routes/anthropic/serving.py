@@ -10,6 +10,7 @@ a ``tool`` message, ``system`` the first message.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -51,6 +52,8 @@ from schemas.anthropic import (
     ToolUseBlockParam,
     Usage,
 )
+
+log = logging.getLogger(__name__)
 
 
 # ---- requests ----------------------------------------------------------------------------------
@@ -103,7 +106,8 @@ def template_messages(body: MessagesInput) -> list[dict[str, Any]]:
 
 def template_tools(body: MessagesInput) -> list[dict[str, Any]] | None:
     """Anthropic's tools in the shape chat templates (and the core's tool parsers) take."""
-    if not body.tools:
+    tools = body.custom_tools
+    if not tools:
         return None
     return [
         {
@@ -114,7 +118,7 @@ def template_tools(body: MessagesInput) -> list[dict[str, Any]] | None:
                 "parameters": t.input_schema,
             },
         }
-        for t in body.tools
+        for t in tools
     ]
 
 
@@ -123,10 +127,17 @@ def chat(body: MessagesInput) -> ChatPrompt:
 
 
 def messages_request(body: MessagesRequest, request_id: str) -> GenerationRequest:
+    if body.server_tools:
+        log.info(
+            "request %s: server tools left out of the prompt (this server cannot run them): %s",
+            request_id,
+            ", ".join(body.server_tools),
+        )
     return GenerationRequest(
         chat(body),
         sampling_params(body),
         max_tokens=body.max_tokens,
+        fit_max_tokens=True,  # as Anthropic does: reaching the context's end is a stop reason
         stop=body.stop_sequences or (),
         model=body.model,
         request_id=request_id,
@@ -153,8 +164,14 @@ _STOP_REASONS: dict[Finish, StopReason] = {
 }
 
 
-def stop_reason(finish: ChoiceFinish, stop_sequence: str | None) -> StopReason:
+def stop_reason(
+    finish: ChoiceFinish, stop_sequence: str | None, context_full: bool = False
+) -> StopReason:
+    """Anthropic's reason. ``context_full``: the token limit was the room left in the context,
+    less than the request's ``max_tokens``."""
     reason = _STOP_REASONS[finish_reason(finish)]
+    if reason == "max_tokens" and context_full:
+        return "model_context_window_exceeded"
     return "stop_sequence" if stop_sequence is not None and reason != "tool_use" else reason
 
 
@@ -212,7 +229,8 @@ async def message_events(
     for event in _content_events(blocks.end(), body.thinking_omitted):
         yield event
     count = totals(handle.usage())
-    reason = stop_reason(finish, stop_sequence)
+    limits = handle.token_limits
+    reason = stop_reason(finish, stop_sequence, bool(limits) and limits[0] < body.max_tokens)
     yield MessageDeltaEvent(
         delta=MessageDelta(
             stop_reason=reason, stop_sequence=stop_sequence if reason == "stop_sequence" else None

@@ -52,7 +52,7 @@ STARTED_AT = int(time.time())  # "created" of the served model
 # ---- requests ----------------------------------------------------------------------------------
 def chat_request(body: ChatCompletionRequest, request_id: str) -> GenerationRequest:
     return GenerationRequest(
-        chat_prompt(body.messages, body.tools, body.chat_template_kwargs),
+        chat_prompt(body.messages, body.tools, body.template_args),
         sampling_params(
             body,
             logprobs=body.logprobs,

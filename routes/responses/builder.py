@@ -68,6 +68,8 @@ class _Item:
     id: str
     status: ItemStatus = "in_progress"
 
+    namespace: str | None = None
+
     def render(self, text: str) -> OutputItem:
         done = self.status != "in_progress"
         kind = self.block.kind
@@ -81,6 +83,7 @@ class _Item:
             id=self.id,
             call_id=self.block.call_id,
             name=self.block.name,
+            namespace=self.namespace,
             arguments=text,
             status=self.status,
         )
@@ -97,6 +100,7 @@ class ResponseBuilder:
         self._body = body
         self._blocks = OutputBlocks()
         self._items: list[_Item] = []  # the blocks' items, in the same order
+        self._namespaces = body.namespaces
         self._sequence = 0
         self._generated = 0
         self._reasoning_tokens = 0
@@ -141,7 +145,7 @@ class ResponseBuilder:
             temperature=body.temperature,
             top_p=body.top_p,
             tool_choice=body.tool_choice or "auto",
-            tools=body.tools or [],
+            tools=body.offered_tools,
             max_output_tokens=body.max_output_tokens,
             text=body.text or TextConfig(),
             user=body.user,
@@ -209,6 +213,8 @@ class ResponseBuilder:
 
     def _opened(self, block: Block) -> list[ResponseStreamEvent]:
         item = _Item(block, ids.new_id(_ID_PREFIX[block.kind]))
+        if block.kind == "call":
+            item.namespace = self._namespaces.get(block.name)
         self._items.append(item)
         events: list[ResponseStreamEvent] = [
             OutputItemAddedEvent(

@@ -8,6 +8,7 @@ renames and reshapes.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,17 +27,26 @@ from schemas.responses import (
     ResponseStreamEvent,
 )
 
+log = logging.getLogger(__name__)
+
 # How this door names the core's fields in error messages.
 PARAM_NAMES = {"prompt": "input", "max_tokens": "max_output_tokens", "guidance": "text.format"}
 
 
 # ---- requests ----------------------------------------------------------------------------------
 def responses_request(body: ResponsesRequest, request_id: str) -> GenerationRequest:
+    if body.hosted_tools:
+        log.info(
+            "request %s: hosted tools left out of the prompt (this server cannot run them): %s",
+            request_id,
+            ", ".join(body.hosted_tools),
+        )
+    functions = body.functions
     return GenerationRequest(
         ChatPrompt(
             template_messages(body),
-            tools=[template_tool(t) for t in body.tools] if body.tools else None,
-            template_args=body.chat_template_kwargs,
+            tools=[template_tool(t) for t in functions] if functions else None,
+            template_args=body.template_args,
         ),
         sampling_params(body, json_schema=body.json_schema),
         max_tokens=body.max_output_tokens,

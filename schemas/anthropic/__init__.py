@@ -1,19 +1,24 @@
 """Anthropic's Messages API: the request bodies (request.py) and what the server answers
 (response.py)."""
 
-from schemas.anthropic.request import (
-    MAX_STOP_SEQUENCES,
+from schemas.anthropic.blocks import (
     CacheControl,
     ContentBlockParam,
-    CountTokensRequest,
     MessageParam,
+    RedactedThinkingBlockParam,
+    TextBlockParam,
+    ThinkingBlockParam,
+    ToolResultBlockParam,
+    ToolResultContent,
+    ToolUseBlockParam,
+)
+from schemas.anthropic.request import (
+    MAX_STOP_SEQUENCES,
+    CountTokensRequest,
     MessagesInput,
     MessagesRequest,
     Metadata,
-    RedactedThinkingBlockParam,
-    TextBlockParam,
     ThinkingAdaptive,
-    ThinkingBlockParam,
     ThinkingConfig,
     ThinkingDisabled,
     ThinkingEnabled,
@@ -23,9 +28,6 @@ from schemas.anthropic.request import (
     ToolChoiceNone,
     ToolChoiceTool,
     ToolParam,
-    ToolResultBlockParam,
-    ToolResultContent,
-    ToolUseBlockParam,
 )
 from schemas.anthropic.response import (
     METRICS_DESCRIPTION,

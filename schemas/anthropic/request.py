@@ -1,9 +1,10 @@
 """Anthropic's Messages API: POST /v1/messages and /v1/messages/count_tokens.
 
 Requests forbid unknown fields, as on every route. Content this server cannot read (images,
-documents, server tools) is refused with a 400 that names the block, never dropped. Hints that
-have no effect here are accepted: ``cache_control`` (prefix reuse is automatic) and
-``metadata``.
+documents) is refused with a 400 that names the block, never dropped; server tools are left
+out of the prompt. Hints that have no effect here are accepted (``cache_control``: prefix reuse
+is automatic; ``metadata``, ``service_tier``, thinking-clearing ``context_management``), and
+``output_config.effort`` is mapped: docs/api/field-policy.md.
 """
 
 from __future__ import annotations
@@ -13,163 +14,47 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
-    ValidationInfo,
+    Tag,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from schemas.anthropic.blocks import CacheControl, MessageParam, TextBlockParam, as_blocks
 from schemas.common import SEED_MAX, RequestModel
 
 MAX_STOP_SEQUENCES = 16
-_TEXT_ONLY = {"image", "document", "search_result", "container_upload"}
-
-
-def _known_block(allowed: frozenset[str]) -> Any:
-    """A block's ``type`` checked before the union is tried, so an unsupported one is one clear
-    error at its own index (not one per member of the union)."""
-
-    def check(value: Any) -> Any:
-        if isinstance(value, dict) and value.get("type") not in allowed:
-            kind = value.get("type")
-            if kind in _TEXT_ONLY:
-                raise PydanticCustomError(
-                    "unsupported_block",
-                    "'{type}' blocks are not supported: this model reads text only",
-                    {"type": kind},
-                )
-            raise PydanticCustomError(
-                "unsupported_block",
-                "'{type}' blocks are not supported here; expected one of: {allowed}",
-                {"type": kind, "allowed": ", ".join(sorted(allowed))},
-            )
-        return value
-
-    return BeforeValidator(check)
-
-
-def _as_blocks(value: Any) -> Any:
-    """A string is shorthand for one text block (as Anthropic reads it)."""
-    if isinstance(value, str):
-        return [{"type": "text", "text": value}]
-    if not isinstance(value, list):
-        raise PydanticCustomError("content_type", "must be a string or a list of content blocks")
-    return value
-
-
-# ---- request blocks ------------------------------------------------------------------------
-class CacheControl(RequestModel):
-    """Accepted and not needed: prompt prefixes are reused automatically (docs/operations.md)."""
-
-    type: Literal["ephemeral"]
-    ttl: Literal["5m", "1h"] | None = None
-
-
-class TextBlockParam(RequestModel):
-    type: Literal["text"]
-    text: str
-    cache_control: CacheControl | None = None
-    citations: list[Any] | None = Field(None, description="Accepted; not used.")
-
-
-class ToolUseBlockParam(RequestModel):
-    """A call the assistant made (assistant turns only)."""
-
-    type: Literal["tool_use"]
-    id: str = Field(..., min_length=1)
-    name: str = Field(..., min_length=1)
-    input: dict[str, Any]
-    cache_control: CacheControl | None = None
-
-
-ToolResultContent = Annotated[TextBlockParam, _known_block(frozenset({"text"}))]
-
-
-class ToolResultBlockParam(RequestModel):
-    """A call's result (user turns only)."""
-
-    type: Literal["tool_result"]
-    tool_use_id: str = Field(..., min_length=1)
-    content: Annotated[list[ToolResultContent], BeforeValidator(_as_blocks)] = Field(
-        default_factory=list, description="A string, or text blocks (joined with newlines)."
-    )
-    is_error: bool = Field(False, description="The result is shown to the model as an error.")
-    cache_control: CacheControl | None = None
-
-
-class ThinkingBlockParam(RequestModel):
-    """Thinking from an earlier turn, sent back as received: accepted, not shown to the model
-    (chat templates drop earlier turns' thinking)."""
-
-    type: Literal["thinking"]
-    thinking: str
-    signature: str = ""
-    cache_control: CacheControl | None = None
-
-
-class RedactedThinkingBlockParam(RequestModel):
-    type: Literal["redacted_thinking"]
-    data: str
-    cache_control: CacheControl | None = None
-
-
-_BLOCK_TYPES = frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"})
-ContentBlockParam = Annotated[
-    Annotated[
-        TextBlockParam
-        | ToolUseBlockParam
-        | ToolResultBlockParam
-        | ThinkingBlockParam
-        | RedactedThinkingBlockParam,
-        Field(discriminator="type"),
-    ],
-    _known_block(_BLOCK_TYPES),
-]
-# Which blocks each role may send.
-_ROLE_BLOCKS: dict[str, frozenset[str]] = {
-    "user": frozenset({"text", "tool_result"}),
-    "assistant": frozenset({"text", "tool_use", "thinking", "redacted_thinking"}),
-    "system": frozenset({"text"}),
-}
-
-
-class MessageParam(RequestModel):
-    role: Literal["user", "assistant", "system"] = Field(
-        description="`system` messages go into the chat as they are placed."
-    )
-    content: Annotated[list[ContentBlockParam], BeforeValidator(_as_blocks)] = Field(
-        description="A string, or content blocks: `text`; `tool_use` and `thinking` in "
-        "assistant turns; `tool_result` in user turns."
-    )
-
-    @field_validator("content")
-    @classmethod
-    def _blocks_fit_the_role(
-        cls, value: list[ContentBlockParam], info: ValidationInfo
-    ) -> list[ContentBlockParam]:
-        role = info.data.get("role")
-        allowed = _ROLE_BLOCKS.get(role or "", frozenset())
-        for block in value:
-            if role is not None and block.type not in allowed:
-                raise PydanticCustomError(
-                    "block_role",
-                    "{type} blocks cannot be in a {role} turn",
-                    {"type": block.type, "role": role},
-                )
-        return value
-
 
 # ---- tools ---------------------------------------------------------------------------------
+# Tools Anthropic runs on its side (versioned types, e.g. web_search_20250305). This server
+# cannot run them: they are left out of the prompt (and logged), so that clients which send
+# some still work.
+SERVER_TOOL_PREFIXES = ("web_search_", "web_fetch_", "code_execution_", "tool_search_tool_")
+
+
+def is_server_tool(kind: Any) -> bool:
+    return isinstance(kind, str) and (
+        kind.startswith(SERVER_TOOL_PREFIXES) or kind == "mcp_toolset"
+    )
+
+
 def _custom_tool(value: Any) -> Any:
-    if isinstance(value, dict) and value.get("type") not in (None, "custom"):
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind not in (None, "custom") and not is_server_tool(kind):
         raise PydanticCustomError(
             "unsupported_tool",
-            "server tool '{type}' is not supported: give custom tools "
+            "tool type '{type}' is not supported: give custom tools "
             "(name, description, input_schema), which the client runs",
-            {"type": value.get("type")},
+            {"type": kind},
         )
     return value
+
+
+def _tool_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return "server" if is_server_tool(kind) else "custom"
 
 
 class ToolParam(RequestModel):
@@ -188,6 +73,22 @@ class ToolParam(RequestModel):
         if value.get("type") != "object":
             raise PydanticCustomError("schema_type", 'the schema\'s type must be "object"')
         return value
+
+
+class ServerToolParam(RequestModel):
+    """A server tool (see :data:`SERVER_TOOL_PREFIXES`): accepted, never offered to the model."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    name: str | None = None
+
+
+AnyTool = Annotated[
+    Annotated[ToolParam, Tag("custom")] | Annotated[ServerToolParam, Tag("server")],
+    Discriminator(_tool_tag),
+    BeforeValidator(_custom_tool),
+]
 
 
 class ToolChoiceAuto(RequestModel):
@@ -248,17 +149,57 @@ class Metadata(RequestModel):
     user_id: str | None = Field(None, description="Accepted; not used.")
 
 
+class ContextEdit(RequestModel):
+    """One context edit. Only the thinking-clearing kind is accepted: chat templates already
+    leave earlier turns' thinking out, so it changes nothing here. Clearing tool results
+    would change the prompt and is not done, so it is refused."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+
+    @field_validator("type")
+    @classmethod
+    def _clears_thinking(cls, value: str) -> str:
+        if not value.startswith("clear_thinking_"):
+            raise PydanticCustomError(
+                "unsupported_edit",
+                "context edit '{type}' is not supported: only clear_thinking edits are "
+                "accepted (earlier thinking is never shown to the model)",
+                {"type": value},
+            )
+        return value
+
+
+class ContextManagement(RequestModel):
+    edits: list[ContextEdit] = Field(default_factory=list)
+
+
+class OutputConfig(RequestModel):
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
+        None,
+        description="Mapped: without `thinking`, any effort turns the chat template's "
+        "`enable_thinking` on (models without the switch ignore it).",
+    )
+
+
 # ---- requests ------------------------------------------------------------------------------
 class MessagesInput(RequestModel):
     """What both routes read: the conversation as the model gets it."""
 
     model: str = Field(..., min_length=1, description="The served model name.")
     messages: list[MessageParam] = Field(..., min_length=1)
-    system: Annotated[list[TextBlockParam], BeforeValidator(_as_blocks)] | None = Field(
+    system: Annotated[list[TextBlockParam], BeforeValidator(as_blocks)] | None = Field(
         None, description="A string, or text blocks (joined with newlines)."
     )
-    tools: list[Annotated[ToolParam, BeforeValidator(_custom_tool)]] | None = Field(
-        None, description="Custom tools; they go into the model's chat template."
+    tools: list[AnyTool] | None = Field(
+        None,
+        description="Custom tools; they go into the model's chat template. Server tools "
+        "(web_search, web_fetch, code_execution, tool_search, mcp_toolset) are left out.",
+    )
+    mcp_servers: list[dict[str, Any]] | None = Field(
+        None,
+        description="MCP connectors: accepted and left out (this server calls no MCP server).",
     )
     tool_choice: ToolChoice | None = Field(
         None,
@@ -271,6 +212,14 @@ class MessagesInput(RequestModel):
         "back in `thinking` blocks.",
     )
     cache_control: CacheControl | None = None
+    context_management: ContextManagement | None = Field(
+        None,
+        description="`clear_thinking_*` edits accepted: earlier turns' thinking is never shown "
+        "to the model anyway. Other edits are refused.",
+    )
+    output_config: OutputConfig | None = Field(
+        None, description="`effort` is mapped onto the chat template's thinking switch."
+    )
 
     @field_validator("messages")
     @classmethod
@@ -284,11 +233,22 @@ class MessagesInput(RequestModel):
         return value
 
     @property
+    def custom_tools(self) -> list[ToolParam]:
+        """The tools offered to the model: the custom ones."""
+        return [t for t in self.tools or () if isinstance(t, ToolParam)]
+
+    @property
+    def server_tools(self) -> list[str]:
+        """What is left out: the server tools' types, and the MCP servers' names."""
+        left = [t.type for t in self.tools or () if isinstance(t, ServerToolParam)]
+        return left + [f"mcp:{s.get('name', '?')}" for s in self.mcp_servers or ()]
+
+    @property
     def tool_choice_name(self) -> str:
         """The core's choice: ``auto``, ``none``, ``required`` or the forced tool's name."""
         choice = self.tool_choice
         if choice is None:
-            return "auto" if self.tools else "none"
+            return "auto" if self.custom_tools else "none"
         if isinstance(choice, ToolChoiceTool):
             return choice.name
         return {"auto": "auto", "any": "required", "none": "none"}[choice.type]
@@ -300,9 +260,13 @@ class MessagesInput(RequestModel):
 
     @property
     def template_args(self) -> dict[str, Any] | None:
-        if self.thinking is None:
-            return None
-        return {"enable_thinking": self.thinking.type != "disabled"}
+        """``thinking`` sets the template's ``enable_thinking``; without it,
+        ``output_config.effort`` does (every effort thinks)."""
+        if self.thinking is not None:
+            return {"enable_thinking": self.thinking.type != "disabled"}
+        if self.output_config is not None and self.output_config.effort is not None:
+            return {"enable_thinking": True}
+        return None
 
     @property
     def thinking_omitted(self) -> bool:
@@ -322,7 +286,13 @@ class MessagesRequest(MessagesInput):
         },
     )
 
-    max_tokens: int = Field(..., gt=0, description="Tokens to generate at most (thinking too).")
+    max_tokens: int = Field(
+        ...,
+        gt=0,
+        description="Tokens to generate at most (thinking too). More than the room left in the "
+        "context is reduced to that room; reaching it ends with `stop_reason` "
+        "`model_context_window_exceeded`.",
+    )
     stop_sequences: list[str] | None = Field(
         None,
         max_length=MAX_STOP_SEQUENCES,
@@ -337,6 +307,12 @@ class MessagesRequest(MessagesInput):
     )
     metadata: Metadata | None = None
     stream: bool = False
+    service_tier: Literal["auto", "standard_only"] | None = Field(
+        None, description="Accepted and ignored: this server has one service tier."
+    )
+    container: None = Field(
+        None, description="Only null: this server runs no code containers (a 400 otherwise)."
+    )
 
     @field_validator("stop_sequences")
     @classmethod

@@ -32,7 +32,9 @@ class ToolUseBlock(BaseModel):
 
 
 ContentBlock = Annotated[TextBlock | ThinkingBlock | ToolUseBlock, Field(discriminator="type")]
-StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
+StopReason = Literal[
+    "end_turn", "max_tokens", "stop_sequence", "tool_use", "model_context_window_exceeded"
+]
 
 METRICS_DESCRIPTION = (
     "Extension: the server's timing for the request, as in /v1/chat (on `message_delta` in "

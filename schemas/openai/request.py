@@ -27,6 +27,7 @@ from schemas.common import (
     content_value,
     only_with_stream,
 )
+from schemas.openai.hints import ChatHints, with_effort
 
 MAX_N = 16
 
@@ -273,7 +274,7 @@ _CHAT_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 
 
-class ChatCompletionRequest(OpenAIFields):
+class ChatCompletionRequest(OpenAIFields, ChatHints):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -348,6 +349,11 @@ class ChatCompletionRequest(OpenAIFields):
         if isinstance(choice, NamedToolChoice):
             return choice.function.name
         return choice or ("auto" if self.tools else "none")
+
+    @property
+    def template_args(self) -> dict[str, Any] | None:
+        """``chat_template_kwargs`` over ``reasoning_effort``'s thinking switch."""
+        return with_effort(self.reasoning_effort, self.chat_template_kwargs)
 
     @property
     def token_limit_name(self) -> str:

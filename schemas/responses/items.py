@@ -13,7 +13,6 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
-    field_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -132,6 +131,7 @@ class FunctionCallItem(RequestModel):
     type: Literal["function_call"]
     call_id: str = Field(min_length=1)
     name: str = Field(min_length=1)
+    namespace: str | None = Field(None, description="The namespace tool that holds `name`.")
     arguments: str = Field(description="A JSON object, as a string.")
     id: str | None = None
     status: ItemStatus | None = None
@@ -221,6 +221,66 @@ class FunctionTool(RequestModel):
     strict: bool | None = Field(None, description="Accepted; forced calls always match.")
 
 
+class NamespaceTool(RequestModel):
+    """Functions grouped under a name (Codex sends its sub-agent tools so). The model is shown
+    each function under its own name; a call to one reports the namespace beside the name, as
+    the client named them."""
+
+    type: Literal["namespace"]
+    name: str = Field(..., min_length=1, max_length=128)
+    description: str | None = None
+    tools: list[FunctionTool] = Field(..., min_length=1)
+
+
+# Tools OpenAI runs on its side. This server cannot run them: they are left out of the prompt
+# (and logged), so that agents which always send some still work.
+HOSTED_TOOLS = frozenset(
+    {
+        "web_search",
+        "web_search_2025_08_26",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "file_search",
+        "code_interpreter",
+        "computer",
+        "computer_use_preview",
+        "image_generation",
+        "mcp",
+    }
+)
+
+
+class HostedTool(RequestModel):
+    """A hosted tool (see :data:`HOSTED_TOOLS`): accepted, never offered to the model."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+
+
+_TOOL_TYPES = ("function", "namespace", *sorted(HOSTED_TOOLS))
+
+
+def _tool_tag(value: Any) -> Any:
+    kind = _type_of(value)
+    return "hosted" if kind in HOSTED_TOOLS else kind
+
+
+Tool = Annotated[
+    Annotated[FunctionTool, Tag("function")]
+    | Annotated[NamespaceTool, Tag("namespace")]
+    | Annotated[HostedTool, Tag("hosted")],
+    Discriminator(_tool_tag),
+    BeforeValidator(
+        _only_types(
+            "tool",
+            _TOOL_TYPES,
+            "give functions (or namespaces of functions); hosted tools are left out",
+        )
+    ),
+]
+
+
 class ToolChoiceFunction(RequestModel):
     type: Literal["function"]
     name: str = Field(..., min_length=1)
@@ -231,17 +291,16 @@ def _tool_choice(value: Any) -> Any:
         raise PydanticCustomError(
             "bad_tool_choice", "must be 'auto', 'none', 'required' or a function"
         )
-    return _only_types(
-        "tool_choice", ("function",), "only function tools (this server runs no built-in tools)"
-    )(value)
+    kind = _type_of(value)
+    if isinstance(value, dict) and kind in HOSTED_TOOLS:
+        raise PydanticCustomError(
+            "hosted_tool_choice",
+            "tool_choice forces the hosted tool '{type}', which this server cannot run",
+            {"type": str(kind)},
+        )
+    return _only_types("tool_choice", ("function",), "only function tools can be forced")(value)
 
 
-Tool = Annotated[
-    FunctionTool,
-    BeforeValidator(
-        _only_types("tool", ("function",), "this server runs no built-in tools; give functions")
-    ),
-]
 ToolChoice = Annotated[
     Literal["none", "auto", "required"] | ToolChoiceFunction, BeforeValidator(_tool_choice)
 ]
@@ -279,15 +338,8 @@ class TextConfig(RequestModel):
         description="`json_object` and `json_schema` are enforced by constrained decoding.",
     )
     verbosity: Literal["low", "medium", "high"] | None = Field(
-        None, description="Not supported (only null)."
+        None, description="Accepted and ignored: the model has no verbosity setting."
     )
-
-    @field_validator("verbosity")
-    @classmethod
-    def _no_verbosity(cls, value: str | None) -> str | None:
-        if value is not None:
-            raise _refuse("this model's verbosity cannot be set")
-        return value
 
 
 class StreamOptions(RequestModel):

@@ -1,15 +1,14 @@
 """OpenAI's Responses API (POST /v1/responses), stateless: the request body.
 
-Requests forbid unknown fields. Fields this server cannot honour (stored state, built-in tools,
-reasoning settings, ...) are declared anyway, so that sending them is a 400 naming the field
-and saying why, instead of a silent no-op; their harmless values (``store: false``, an empty
-``include``) are accepted, so that clients which always send them work.
+Requests forbid unknown fields. Every field is honoured, accepted and ignored (metadata and
+hints, for a reason), mapped onto what the model has (``reasoning.effort`` to the chat
+template's thinking switch), or refused by name with a reason: docs/api/field-policy.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -20,9 +19,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from schemas.common import SamplingFields, only_with_stream
+from schemas.common import RequestModel, SamplingFields, only_with_stream
+from schemas.openai.hints import Effort, with_effort
 from schemas.responses.items import (
+    FunctionTool,
+    HostedTool,
     InputItem,
+    NamespaceTool,
     ReasoningItem,
     StreamOptions,
     TextConfig,
@@ -47,19 +50,45 @@ _REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "conversation": (f"{_STATELESS}; send the whole conversation as input", lambda v: v is None),
     "background": (f"{_STATELESS}, so it cannot run one in the background", lambda v: not v),
     "prompt": ("this server keeps no prompt templates", lambda v: v is None),
-    "include": ("this server has no extra output data to include", lambda v: not v),
-    "reasoning": (
-        "this model's reasoning effort and summaries cannot be set",
-        lambda v: not v or not any(v.values()),
+    "include": (
+        "logprobs are not available on /v1/responses",
+        lambda v: "message.output_text.logprobs" not in (v or ()),
     ),
     "truncation": (
         "prompts are never truncated (one too long is a 400)",
         lambda v: v in (None, "disabled"),
     ),
     "top_logprobs": ("logprobs are not available on /v1/responses", lambda v: not v),
-    "service_tier": ("this server has one service tier", lambda v: v in (None, "auto", "default")),
 }
 METADATA_KEYS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
+
+# What ``include`` may ask for. Only reasoning.encrypted_content can concern an item this server
+# makes, and it keeps nothing to encrypt: reasoning items come back without it. The others
+# concern items it never makes (hosted tools' calls, input images).
+Includable = Literal[
+    "reasoning.encrypted_content",
+    "message.output_text.logprobs",
+    "web_search_call.action.sources",
+    "web_search_call.results",
+    "code_interpreter_call.outputs",
+    "computer_call_output.output.image_url",
+    "file_search_call.results",
+    "message.input_image.image_url",
+]
+
+
+class Reasoning(RequestModel):
+    effort: Effort | None = Field(
+        None,
+        description="Mapped: `none`/`minimal` turn the chat template's `enable_thinking` off, "
+        "the others on (models without the switch ignore it).",
+    )
+    summary: Literal["auto", "concise", "detailed"] | None = Field(
+        None, description="Accepted and ignored: thinking comes back whole, never summarised."
+    )
+    generate_summary: Literal["auto", "concise", "detailed"] | None = Field(
+        None, description="Deprecated name of `summary`; accepted and ignored."
+    )
 
 
 class ResponsesRequest(SamplingFields):
@@ -86,7 +115,10 @@ class ResponsesRequest(SamplingFields):
     stream: bool = False
     stream_options: StreamOptions | None = Field(None, description="Only with `stream: true`.")
     tools: list[Tool] | None = Field(
-        None, description="Functions the model may call; they go into its chat template."
+        None,
+        description="Functions the model may call, and namespaces of functions; they go into "
+        "its chat template. Hosted tools (web_search, file_search, code_interpreter, "
+        "computer_use, image_generation, mcp) are left out.",
     )
     tool_choice: ToolChoice | None = Field(
         None,
@@ -110,7 +142,21 @@ class ResponsesRequest(SamplingFields):
     )
     chat_template_kwargs: dict[str, Any] | None = Field(
         None,
-        description='Extension: variables for the chat template, e.g. {"enable_thinking": false}.',
+        description='Extension: variables for the chat template, e.g. {"enable_thinking": false}; '
+        "they win over `reasoning.effort`.",
+    )
+    reasoning: Reasoning | None = Field(None, description="`effort` is mapped; `summary` ignored.")
+    include: list[Includable] | None = Field(
+        None,
+        description="Accepted; reasoning items never carry `encrypted_content` (nothing is "
+        "kept), the other items named are never made here. `message.output_text.logprobs` "
+        "is refused.",
+    )
+    client_metadata: dict[str, Any] | None = Field(
+        None, description="Accepted and ignored (the client's own bookkeeping)."
+    )
+    service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = Field(
+        None, description="Accepted and ignored: this server has one service tier."
     )
     # Declared only to be refused with a reason (see _REFUSED).
     store: bool | None = Field(None, description="Only false: this server keeps no responses.")
@@ -118,11 +164,8 @@ class ResponsesRequest(SamplingFields):
     conversation: Any = Field(None, description="Not supported (stateless).")
     background: bool | None = Field(None, description="Not supported (only false).")
     prompt: Any = Field(None, description="Not supported.")
-    include: list[str] | None = Field(None, description="Not supported (only empty).")
-    reasoning: dict[str, Any] | None = Field(None, description="Not supported (only null).")
     truncation: str | None = Field(None, description='Only "disabled": never truncated.')
     top_logprobs: int | None = Field(None, description="Not supported (only 0).")
-    service_tier: str | None = Field(None, description='Only "auto" or "default".')
 
     @field_validator(*_REFUSED)
     @classmethod
@@ -161,13 +204,61 @@ class ResponsesRequest(SamplingFields):
             )
         return value
 
+    @field_validator("tools")
+    @classmethod
+    def _unique_names(cls, value: list[Any] | None) -> list[Any] | None:
+        seen: set[str] = set()
+        for tool in value or ():
+            for function in _functions(tool):
+                if function.name in seen:
+                    raise PydanticCustomError(
+                        "duplicate_tool",
+                        "two functions are named '{name}' (the model is shown each function "
+                        "by its own name, namespaced or not)",
+                        {"name": function.name},
+                    )
+                seen.add(function.name)
+        return value
+
+    @property
+    def functions(self) -> list[FunctionTool]:
+        """Every function offered to the model, namespaces flattened."""
+        return [f for tool in self.tools or () for f in _functions(tool)]
+
+    @property
+    def namespaces(self) -> dict[str, str]:
+        """A namespaced function's name → its namespace's name."""
+        return {
+            f.name: tool.name
+            for tool in self.tools or ()
+            if isinstance(tool, NamespaceTool)
+            for f in tool.tools
+        }
+
+    @property
+    def offered_tools(self) -> list[FunctionTool | NamespaceTool]:
+        """The tools as the client gave them, less the hosted ones."""
+        return [t for t in self.tools or () if not isinstance(t, HostedTool)]
+
+    @property
+    def hosted_tools(self) -> list[str]:
+        return [t.type for t in self.tools or () if isinstance(t, HostedTool)]
+
+    @property
+    def template_args(self) -> dict[str, Any] | None:
+        """The chat template's variables: ``reasoning.effort``'s switch, then the explicit
+        ``chat_template_kwargs`` over it."""
+        return with_effort(
+            self.reasoning.effort if self.reasoning else None, self.chat_template_kwargs
+        )
+
     @property
     def tool_choice_name(self) -> str:
         """``auto``, ``none``, ``required`` or the forced function's name."""
         choice = self.tool_choice
         if isinstance(choice, ToolChoiceFunction):
             return choice.name
-        return choice or ("auto" if self.tools else "none")
+        return choice or ("auto" if self.functions else "none")
 
     @property
     def json_schema(self) -> dict[str, Any] | None:
@@ -178,3 +269,9 @@ class ResponsesRequest(SamplingFields):
         if isinstance(fmt, TextFormatJsonObject):
             return {"type": "object"}
         return None
+
+
+def _functions(tool: Any) -> list[FunctionTool]:
+    if isinstance(tool, FunctionTool):
+        return [tool]
+    return list(tool.tools) if isinstance(tool, NamespaceTool) else []

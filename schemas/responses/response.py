@@ -13,6 +13,7 @@ from schemas.common import TimingMetrics
 from schemas.responses.items import (
     FunctionTool,
     ItemStatus,
+    NamespaceTool,
     SummaryText,
     TextConfig,
     ToolChoiceFunction,
@@ -55,6 +56,9 @@ class FunctionCallOut(BaseModel):
     id: str
     call_id: str = Field(description="Answer it with a function_call_output of this call_id.")
     name: str
+    namespace: str | None = Field(
+        None, description="The namespace tool that holds `name`, when it is in one."
+    )
     arguments: str = Field(description="A JSON object, as a string.")
     status: ItemStatus
 
@@ -107,7 +111,9 @@ class ResponsesResponse(BaseModel):
     temperature: float
     top_p: float
     tool_choice: Literal["none", "auto", "required"] | ToolChoiceFunction
-    tools: list[FunctionTool]
+    tools: list[FunctionTool | NamespaceTool] = Field(
+        description="The tools offered to the model: hosted ones are left out."
+    )
     max_output_tokens: int | None = None
     previous_response_id: None = None
     store: Literal[False] = False

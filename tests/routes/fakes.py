@@ -69,6 +69,7 @@ class FakeHandle:
     pieces: Sequence[ChoiceDelta]
     model: str = MODEL
     prompt_tokens: int = 7
+    token_limits: list[int] = field(default_factory=list)
     usage_: Usage = field(default_factory=lambda: Usage(7, 5, 3))
     metrics_: RequestMetrics = METRICS
     fail: Exception | None = None  # raised after the last piece, as a server-ended choice is

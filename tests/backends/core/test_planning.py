@@ -42,3 +42,11 @@ def test_errors_name_the_door_s_fields() -> None:
     with pytest.raises(ContextLengthExceeded) as exc:
         plan_max_new_tokens(40, None, 256, 40, prompt_param="prompt")
     assert exc.value.param == "prompt" and "Shorten the prompt" in str(exc.value)
+
+
+def test_fit_reduces_an_explicit_request_to_the_room_left() -> None:
+    """Anthropic's Messages: a max_tokens beyond the room left is reduced to it."""
+    assert plan_max_new_tokens(100, 32000, 256, 2048, fit=True) == 1948
+    assert plan_max_new_tokens(100, 1000, 256, 2048, fit=True) == 1000
+    with pytest.raises(ContextLengthExceeded):  # no room at all is still refused
+        plan_max_new_tokens(2048, 32000, 256, 2048, fit=True)

@@ -205,7 +205,8 @@ def test_errors_map_to_sdk_exceptions(api: Anthropic, base_url: str) -> None:
     with pytest.raises(anthropic.NotFoundError):
         api.messages.create(model="claude-opus-4", max_tokens=8, messages=MESSAGES)
     with pytest.raises(anthropic.BadRequestError, match="2048"):
-        api.messages.create(model=MODEL, max_tokens=5000, messages=MESSAGES)
+        too_long: list[MessageParam] = [{"role": "user", "content": "go " * 3000}]
+        api.messages.create(model=MODEL, max_tokens=8, messages=too_long)
     wrong = Anthropic(base_url=base_url, api_key="wrong", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError) as denied:
         wrong.messages.create(model=MODEL, max_tokens=8, messages=MESSAGES)

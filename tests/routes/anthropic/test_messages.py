@@ -394,10 +394,13 @@ def test_a_repeated_prompt_reads_its_prefix_from_the_cache(client: TestClient) -
         ({"messages": [*ASK, {"role": "assistant", "content": "The"}]}, ["messages", "prefill"]),
         ({"messages": [{"role": "tool", "content": "x"}]}, ["messages.0.role"]),
         (
-            {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
-            ["tools.0", "web_search"],
+            {"tools": [{"type": "bash_20250124", "name": "bash"}]},
+            ["tools.0", "bash_20250124"],
         ),
-        ({"tools": [{"name": "f", "input_schema": {"type": "array"}}]}, ["tools.0.input_schema"]),
+        (
+            {"tools": [{"name": "f", "input_schema": {"type": "array"}}]},
+            ["tools.0", "input_schema"],
+        ),
         ({"tool_choice": {"type": "any"}}, ["tool_choice", "no tools"]),
         (
             {"tools": [WEATHER], "tool_choice": {"type": "tool", "name": "nope"}},
@@ -410,7 +413,7 @@ def test_a_repeated_prompt_reads_its_prefix_from_the_cache(client: TestClient) -
             ["budget_tokens"],
         ),
         ({"stop_sequences": [""]}, ["stop_sequences"]),
-        ({"max_tokens": 5000}, ["max_tokens", "2048"]),
+        ({"messages": [{"role": "user", "content": "go " * 3000}]}, ["messages", "2048"]),
     ],
 )
 def test_bad_requests_are_anthropic_400s_that_name_the_problem(

@@ -156,7 +156,7 @@ def test_structured_output_parses(api: OpenAI) -> None:
     [
         ({"store": True}, "store"),
         ({"previous_response_id": "resp_123"}, "previous_response_id"),
-        ({"tools": [{"type": "web_search"}]}, "tools"),
+        ({"tools": [{"type": "local_shell"}]}, "tools"),
     ],
 )
 def test_what_a_stateless_server_cannot_do_is_a_bad_request(

@@ -408,13 +408,18 @@ def test_json_object_format_gives_an_object(client: TestClient) -> None:
         ({"previous_response_id": "resp_1"}, "previous_response_id"),
         ({"conversation": "conv_1"}, "conversation"),
         ({"background": True}, "background"),
-        ({"include": ["reasoning.encrypted_content"]}, "include"),
-        ({"reasoning": {"effort": "high"}}, "reasoning"),
+        ({"include": ["message.output_text.logprobs"]}, "include"),
+        ({"include": ["everything"]}, "include.0"),
+        ({"reasoning": {"effort": "maximal"}}, "reasoning.effort"),
+        ({"reasoning": {"budget": 3}}, "reasoning.budget"),
+        ({"service_tier": "gold"}, "service_tier"),
+        ({"client_metadatas": {}}, "client_metadatas"),  # a typo is still caught
         ({"truncation": "auto"}, "truncation"),
         ({"top_logprobs": 2}, "top_logprobs"),
-        ({"tools": [{"type": "web_search"}]}, "tools.0"),
-        ({"tools": [{"type": "file_search", "vector_store_ids": []}]}, "tools.0"),
+        ({"tools": [{"type": "local_shell"}]}, "tools.0"),
+        ({"tools": [{"type": "custom", "name": "patch"}]}, "tools.0"),
         ({"tools": [WEATHER], "tool_choice": {"type": "web_search_preview"}}, "tool_choice"),
+        ({"tools": [WEATHER, WEATHER]}, "tools"),  # two functions of one name
         ({"tool_choice": "required"}, "tool_choice"),  # no tools
         ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice"),
         (
@@ -425,7 +430,7 @@ def test_json_object_format_gives_an_object(client: TestClient) -> None:
             },
             "tool_choice",
         ),
-        ({"tools": [{"type": "function", "parameters": {}}]}, "tools.0.name"),
+        ({"tools": [{"type": "function", "parameters": {}}]}, "tools.0.function.name"),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input.0"),
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
@@ -437,7 +442,7 @@ def test_json_object_format_gives_an_object(client: TestClient) -> None:
         ({"input": [{"type": "reasoning", "summary": []}]}, "input"),
         ({"text": {"format": {"type": "xml"}}}, "text.format"),
         ({"text": {"format": {"type": "json_schema", "schema": {}}}}, "text.format"),
-        ({"text": {"verbosity": "low"}}, "text.verbosity"),
+        ({"text": {"verbosity": "loud"}}, "text.verbosity"),
         ({"stream_options": {"include_obfuscation": False}}, "stream_options"),
         ({"max_output_tokens": 0}, "max_output_tokens"),
         ({"max_output_tokens": 100_000}, "max_output_tokens"),  # more than the context

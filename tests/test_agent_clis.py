@@ -1,0 +1,213 @@
+"""Codex CLI and Claude Code, unchanged, against a live server on the demo model.
+
+The clients are the npm packages pinned in tests/agent_clis.json (bump them deliberately),
+installed on first use under .cache/agent-clis/ with ``npm install --prefix`` (never
+globally). Without npm these tests skip, saying so. Each client runs with its default settings:
+only the base URL, a key and the model name are given, in a fresh home folder.
+
+They need a demo model that ends its turns, writes hermes ``<tool_call>``s and holds an agent's
+prompt (Codex's is about 24,000 tokens with the demo tokenizer, Claude Code's about 57,000);
+with a smaller context they skip, saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.server import ServerProcess, live_server
+from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+
+pytestmark = [pytest.mark.live, pytest.mark.agents]
+
+PINS: dict[str, str] = json.loads((REPO_ROOT / "tests" / "agent_clis.json").read_text())
+CACHE = REPO_ROOT / ".cache" / "agent-clis"
+MODEL = "onnx-genai"
+# The least context that holds Codex's default prompt (tools and instructions) with room to
+# answer; the demo model's must be at least this.
+NEEDED_CONTEXT = 32768
+RUN_TIMEOUT = 900  # seconds per CLI run: a long prompt prefills in about a minute on 2 cores
+
+
+def install(package: str) -> Path:
+    """The pinned package's folder of executables, installed once under the cache folder."""
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed: the agent CLIs come from the npm registry")
+    version = PINS[package]
+    prefix = CACHE / f"{package.replace('/', '+')}@{version}"
+    bin_dir = prefix / "node_modules" / ".bin"
+    if not (prefix / ".installed").exists():
+        subprocess.run(
+            [
+                npm,
+                "install",
+                "--prefix",
+                str(prefix),
+                "--no-audit",
+                "--no-fund",
+                "--no-save",
+                f"{package}@{version}",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        (prefix / ".installed").write_text(version)
+    return bin_dir
+
+
+def demo_context() -> int:
+    config = json.loads((DEMO_MODEL_DIR / "genai_config.json").read_text())
+    return int(config["model"]["context_length"])
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    context = demo_context()
+    if context < NEEDED_CONTEXT:
+        pytest.skip(
+            f"the demo model's context ({context} tokens) cannot hold an agent's prompt "
+            f"(needs {NEEDED_CONTEXT}): these tests need the trained demo model"
+        )
+    with live_server(log_level="info", timeout=120) as live:
+        yield live
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A CLI run with only ``env`` beyond PATH and a fresh HOME (no user settings)."""
+    home = cwd.parent / "home"
+    home.mkdir(exist_ok=True)
+    base = {"PATH": os.environ["PATH"], "HOME": str(home), "TERM": "dumb"}
+    return subprocess.run(
+        args,
+        cwd=cwd,
+        env={**base, **env},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+
+
+def finished_requests(server: ServerProcess) -> list[dict[str, Any]]:
+    """The server's one log line per request, parsed."""
+    lines = [line for line in server.output().splitlines() if '"request_finished"' in line]
+    return [json.loads(line[line.index("{") :]) for line in lines]
+
+
+# ---- Codex -----------------------------------------------------------------------------------
+def codex(server: ServerProcess, tmp_path: Path, prompt: str) -> tuple[Any, Path]:
+    """``codex exec --json`` with a provider for the server: (the run, its CODEX_HOME)."""
+    bin_dir = install("@openai/codex")
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(
+        f'model = "{MODEL}"\n'
+        'model_provider = "onnx-genai"\n\n'
+        "[model_providers.onnx-genai]\n"
+        'name = "onnx-genai"\n'
+        f'base_url = "{server.url}/v1"\n'
+        'wire_api = "responses"\n'
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    args = [str(bin_dir / "codex"), "exec", "--json", "--skip-git-repo-check", prompt]
+    return run(args, work, {"CODEX_HOME": str(codex_home)}), codex_home
+
+
+def events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def test_codex_exec_answers(server: ServerProcess, tmp_path: Path) -> None:
+    done, _ = codex(server, tmp_path, "Say hello.")
+    assert done.returncode == 0, done.stdout + done.stderr
+    messages = [
+        e["item"]["text"]
+        for e in events(done.stdout)
+        if e["type"] == "item.completed" and e["item"]["type"] == "agent_message"
+    ]
+    assert messages and messages[-1].strip(), done.stdout
+    assert any(e["type"] == "turn.completed" for e in events(done.stdout))
+    assert finished_requests(server)[-1]["finish_reason"] == "stop"  # it ended its turn
+
+
+def test_codex_runs_a_call_and_answers_it_with_its_output(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    done, codex_home = codex(server, tmp_path, "Run the command echo hello.")
+    assert done.returncode == 0, done.stdout + done.stderr
+    # What Codex sent the model, as its session file records it.
+    lines = [
+        json.loads(line)
+        for rollout in codex_home.glob("sessions/**/*.jsonl")
+        for line in rollout.read_text().splitlines()
+    ]
+    items = [e["payload"] for e in lines if e.get("type") == "response_item"]
+    calls = {i["call_id"]: i["name"] for i in items if i.get("type") == "function_call"}
+    outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+    assert calls and set(outputs) & set(calls), done.stdout
+    ran = [e for e in events(done.stdout) if e["type"] == "item.completed"]
+    assert ran and ran[-1]["item"]["type"] == "agent_message", done.stdout
+
+
+# ---- Claude Code -----------------------------------------------------------------------------
+def claude(server: ServerProcess, tmp_path: Path, *args: str) -> Any:
+    bin_dir = install("@anthropic-ai/claude-code")
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "unused"}
+    return run([str(bin_dir / "claude"), "-p", *args, "--model", MODEL], work, env)
+
+
+def test_claude_code_answers_with_its_default_settings(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    done = claude(server, tmp_path, "Say hello.")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip()
+
+
+def test_claude_code_reads_a_file_with_the_read_tool(server: ServerProcess, tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    note = tmp_path / "work" / "notes.txt"
+    note.write_text("The secret word is avocado.\n")
+    done = claude(
+        server,
+        tmp_path,
+        f"Read the file {note} and tell me what it says.",
+        "--tools",
+        "Read",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    messages = [e for e in events(done.stdout) if e["type"] in ("assistant", "user")]
+    uses = [
+        block
+        for e in messages
+        if e["type"] == "assistant"
+        for block in e["message"]["content"]
+        if block["type"] == "tool_use"
+    ]
+    results = [
+        block
+        for e in messages
+        if e["type"] == "user" and isinstance(e["message"]["content"], list)
+        for block in e["message"]["content"]
+        if block["type"] == "tool_result"
+    ]
+    assert [u["name"] for u in uses][:1] == ["Read"], done.stdout
+    assert results and results[0]["tool_use_id"] == uses[0]["id"]
+    assert "avocado" in json.dumps(results[0]["content"])  # the file, as Read gave it
+    [result] = [e for e in events(done.stdout) if e["type"] == "result"]
+    assert result["subtype"] == "success" and result["num_turns"] >= 2
