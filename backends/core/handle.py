@@ -272,7 +272,8 @@ class RequestHandle:
                 reused = c.finish.usage.cached_tokens
                 cached[c.prompt_index] = max(cached.get(c.prompt_index, 0), reused)
         completion = sum(c.generated for c in self.choices)
-        return Usage(self.prompt_tokens, completion, sum(cached.values()))
+        images = sum(p.image_tokens for p in self.prompts)
+        return Usage(self.prompt_tokens, completion, sum(cached.values()), images)
 
     def metrics(self) -> RequestMetrics:
         """Timing for the whole request, frozen once every choice finished."""

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from backends.chat.formats import ChatFormat, chat_format
 from backends.chat.prompt_worker import THRESHOLD_CHARS, PromptWorker
-from backends.chat.prompts import prepare_prompt, templates_of
+from backends.chat.prompts import check_modalities, prepare_prompt, templates_of
 from backends.config import ModelConfig, ServiceConfig
 from backends.core.handle import Choice, FinishedChoice, RequestHandle, let_loop_deliver
 from backends.core.planning import (
@@ -39,7 +39,7 @@ from backends.engine.profiling import ProfileWindow
 from backends.engine.scheduler import Job, Scheduler, Strategy
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
 from backends.models.loader import LoadedModel, load_model
-from backends.types import PreparedPrompt, Prompt
+from backends.types import ChatPrompt, PreparedPrompt, Prompt
 
 log = logging.getLogger("genai.service")
 
@@ -216,13 +216,16 @@ class InferenceService:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
         self._admit(request.choice_count)
         model, strategy = self._loaded()
+        for prompt in request.prompts:
+            check_modalities(request.model or self.model_name, model.modalities, prompt)
         request = apply_tools(request, self._chat_format)
         check_beams(request)
         chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
         if request.sampling.guidance is not None:
             await asyncio.to_thread(check_guidance, request)
         tokenized = None
-        if chars > THRESHOLD_CHARS:  # tokenizing holds the GIL: not in this process
+        images = any(isinstance(p, ChatPrompt) and p.images for p in request.prompts)
+        if chars > THRESHOLD_CHARS and not images:  # tokenizing holds the GIL: elsewhere
             tokenized = await self._worker(model).prepare(request.prompts, request.param("prompt"))
         if tokenized is not None or request.sampling.guidance is not None:
             self._admit(request.choice_count)  # the wait may have let others in
@@ -262,6 +265,7 @@ class InferenceService:
         """A prompt as the model would get it: rendered (a chat) and tokenized."""
         self._check_model(model)
         loaded, strategy = self._loaded()
+        check_modalities(model or self.model_name, loaded.modalities, prompt)
         request = apply_tools(GenerationRequest(prompt), self._chat_format)
         check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
         param = request.param("prompt")

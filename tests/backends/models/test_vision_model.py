@@ -54,3 +54,99 @@ def test_the_image_changes_the_answer() -> None:
     answers = {tuple(c["generated_ids"]) for c in EXPECTED["cases"]}
     assert len(answers) == len(EXPECTED["cases"])
     assert [c["image_tokens"] for c in EXPECTED["cases"]] == [4, 12, 0]
+
+
+def image_inputs(case: dict[str, Any]) -> list[Any]:
+    from backends.media import ImageLimits, decode_image
+
+    return [
+        decode_image((VISION / "images" / name).read_bytes(), f"image {i}", ImageLimits())
+        for i, name in enumerate(case["images"])
+    ]
+
+
+async def run_case(service: Any, case: dict[str, Any], images: list[Any]) -> tuple[list[int], Any]:
+    from backends.core.request import ChatPrompt, GenerationRequest
+    from backends.types import SamplingParams
+
+    request = GenerationRequest(
+        ChatPrompt(case["messages"], images=images),
+        SamplingParams(temperature=0.0),
+        max_tokens=EXPECTED["max_new_tokens"],
+    )
+    handle = await service.submit(request)
+    result = await handle.result()
+    return [t.token_id for t in result.choices[0].tokens], result.usage
+
+
+def test_the_service_gives_the_oracle_tokens_and_counts_image_tokens() -> None:
+    """Through the core (the generator strategy), twice: the second round reuses the held
+    prefixes (same images) and must still give the oracle's tokens."""
+    import asyncio
+
+    from backends.config import Limits, ModelConfig, ServiceConfig
+    from backends.core.service import InferenceService
+
+    async def main() -> list[tuple[list[int], Any]]:
+        cfg = ModelConfig(VISION, device="cpu", intra_op_threads=1)
+        service = InferenceService(ServiceConfig(cfg, Limits()))
+        await service.start()
+        try:
+            assert service.strategy_name == "generator"
+            return [
+                await run_case(service, case, image_inputs(case))
+                for _ in range(2)
+                for case in EXPECTED["cases"]
+            ]
+        finally:
+            await service.stop()
+
+    got = asyncio.run(main())
+    cases = EXPECTED["cases"] * 2
+    assert [ids for ids, _ in got] == [c["generated_ids"] for c in cases]
+    assert [u.image_tokens for _, u in got] == [c["image_tokens"] for c in cases]
+    assert [u.prompt_tokens for _, u in got] == [len(c["prompt_ids"]) for c in cases]
+    assert all(u.cached_tokens == 0 for _, u in got[:3])
+    assert all(u.cached_tokens > 0 for _, u in got[3:])
+
+
+def test_a_prefix_is_never_reused_across_different_images() -> None:
+    """Same chat, another image of the same size: the held sequence of the first image must
+    not be reused (its image tokens are the same ids), and the answer is the other image's."""
+    import asyncio
+    import io
+
+    from PIL import Image
+
+    from backends.config import Limits, ModelConfig, ServiceConfig
+    from backends.core.service import InferenceService
+    from backends.media import ImageLimits, decode_image
+
+    case = EXPECTED["cases"][0]
+    flipped = io.BytesIO()
+    Image.open(VISION / "images" / "square.png").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(
+        flipped, format="PNG"
+    )
+    other = [decode_image(flipped.getvalue(), "image 0", ImageLimits())]
+
+    async def main() -> list[tuple[list[int], Any]]:
+        cfg = ModelConfig(VISION, device="cpu", intra_op_threads=1)
+        service = InferenceService(ServiceConfig(cfg, Limits()))
+        await service.start()
+        try:
+            first = await run_case(service, case, image_inputs(case))
+            second = await run_case(service, case, other)
+            fresh = InferenceService(ServiceConfig(cfg, Limits()))
+            await fresh.start()
+            try:
+                alone = await run_case(fresh, case, other)
+            finally:
+                await fresh.stop()
+            return [first, second, alone]
+        finally:
+            await service.stop()
+
+    first, second, alone = asyncio.run(main())
+    assert first[0] == case["generated_ids"]
+    assert second[1].cached_tokens == 0
+    assert second[0] == alone[0] != first[0]
