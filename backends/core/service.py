@@ -174,6 +174,12 @@ class InferenceService:
         return model.provider.name if model is not None else self.config.model.device
 
     @property
+    def modalities(self) -> tuple[str, ...] | None:
+        """What the model reads (text, image, audio); None while loading."""
+        model = self._scheduler.model
+        return model.modalities if model is not None else None
+
+    @property
     def max_length(self) -> int | None:
         """Tokens one sequence may hold (prompt + output); None while loading."""
         strategy = self._scheduler.strategy
@@ -216,8 +222,7 @@ class InferenceService:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
         self._admit(request.choice_count)
         model, strategy = self._loaded()
-        for prompt in request.prompts:
-            check_modalities(request.model or self.model_name, model.modalities, prompt)
+        self.check_media(request)
         request = apply_tools(request, self._chat_format)
         check_beams(request)
         chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
@@ -252,6 +257,14 @@ class InferenceService:
             self._forget(handle)
             raise
         return handle
+
+    def check_media(self, request: GenerationRequest) -> None:
+        """A 400 naming the model and the modality if the request has an image (or audio) this
+        model cannot read; doors call it before they fetch or decode anything."""
+        self._check_model(request.model)
+        model, _ = self._loaded()
+        for prompt in request.prompts:
+            check_modalities(request.model or self.model_name, model.modalities, prompt)
 
     def cancel(self, request_id: str) -> bool:
         """Cancel the sequence ``request_id`` (as listed by :meth:`stats`)."""

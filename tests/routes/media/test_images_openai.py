@@ -1,0 +1,154 @@
+"""Images through OpenAI chat completions, with the official ``openai`` SDK: the committed
+Qwen2.5-VL test model answers a data: URL image with Hugging Face generate()'s greedy tokens
+(recorded at build time in expected.json), and refuses what it cannot take by name."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from openai import OpenAI
+
+from schemas.settings import REPO_ROOT
+from tests.conftest import make_client, wait_ready
+
+pytestmark = pytest.mark.model
+
+VISION = REPO_ROOT / "tests" / "hub_models" / "qwen2.5-vl"
+EXPECTED: dict[str, Any] = json.loads((VISION / "expected.json").read_text())
+N = EXPECTED["max_new_tokens"]
+
+
+def data_url(name: str) -> str:
+    return (
+        "data:image/png;base64,"
+        + base64.b64encode((VISION / "images" / name).read_bytes()).decode()
+    )
+
+
+def openai_messages(case: dict[str, Any]) -> Any:
+    """The case's chat in OpenAI's shape: each {"type": "image"} an image_url part, in order."""
+    images = iter(case["images"])
+    out = []
+    for m in case["messages"]:
+        content = m["content"]
+        if isinstance(content, list):
+            content = [
+                {"type": "image_url", "image_url": {"url": data_url(next(images)), "detail": "low"}}
+                if p["type"] == "image"
+                else p
+                for p in content
+            ]
+        out.append({"role": m["role"], "content": content})
+    return out
+
+
+def token_texts(ids: list[int]) -> list[str]:
+    import numpy as np
+    import onnxruntime_genai as og
+
+    tokenizer = og.Tokenizer(str(VISION))
+    return [str(tokenizer.decode(np.asarray([t], dtype=np.int32))) for t in ids]
+
+
+def stream_text(ids: list[int]) -> str:
+    import onnxruntime_genai as og
+
+    stream = og.Tokenizer(str(VISION)).create_stream()
+    return "".join(stream.decode(t) for t in ids)
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[TestClient]:
+    with make_client(model_dir=VISION, intra_op_threads=1, model_name="qwen-vl") as c:
+        wait_ready(c)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def api(http: TestClient) -> OpenAI:
+    return OpenAI(base_url="http://testserver/v1", api_key="none", http_client=http, max_retries=0)
+
+
+@pytest.mark.parametrize("case", EXPECTED["cases"], ids=[c["name"] for c in EXPECTED["cases"]])
+def test_openai_sdk_image_part_gives_the_oracle_tokens(api: OpenAI, case: dict[str, Any]) -> None:
+    done = api.chat.completions.create(
+        model="qwen-vl",
+        messages=openai_messages(case),
+        temperature=0,
+        max_tokens=N,
+        logprobs=True,
+    )
+    choice = done.choices[0]
+    assert choice.logprobs is not None and choice.logprobs.content is not None
+    assert [t.token for t in choice.logprobs.content] == token_texts(case["generated_ids"])
+    assert choice.message.content == stream_text(case["generated_ids"])
+    assert done.usage is not None
+    assert done.usage.prompt_tokens == len(case["prompt_ids"])
+    assert done.usage.completion_tokens == N
+    details = done.usage.prompt_tokens_details
+    assert details is not None and details.image_tokens == (case["image_tokens"] or None)
+
+
+def test_streamed_image_answer_equals_the_whole_one(api: OpenAI) -> None:
+    case = EXPECTED["cases"][0]
+    chunks = api.chat.completions.create(
+        model="qwen-vl",
+        messages=openai_messages(case),
+        temperature=0,
+        max_tokens=N,
+        stream=True,
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == stream_text(case["generated_ids"])
+
+
+def test_models_and_health_report_what_the_model_reads(http: TestClient) -> None:
+    [card] = http.get("/v1/models").json()["data"]
+    assert card["id"] == "qwen-vl" and card["modalities"] == ["text", "image"]
+    health = http.get("/healthz").json()
+    assert health["modalities"]["qwen-vl"] == ["text", "image"]
+
+
+def test_text_model_refuses_an_image_naming_model_and_modality(client: TestClient) -> None:
+    body = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "image_url", "image_url": {"url": data_url("square.png")}},
+                ],
+            }
+        ],
+        "max_tokens": 4,
+    }
+    r = client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert "'onnx-genai'" in error["message"] and "image" in error["message"]
+    assert error["param"] == "messages[0].content[1]"
+    assert (
+        client.post(
+            "/v1/chat/completions", json={**body, "messages": [{"role": "user", "content": "hi"}]}
+        ).status_code
+        == 200
+    )
+
+
+def test_audio_parts_are_refused_by_name(http: TestClient) -> None:
+    body = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}],
+            }
+        ],
+    }
+    r = http.post("/v1/chat/completions", json=body)
+    assert r.status_code == 400
+    assert "input_audio" in r.json()["error"]["message"]
