@@ -74,7 +74,7 @@ def chat_prompt(
     """The chat; its image parts' URLs become the prompt's image sources, named by where the
     client put them (``messages[0].content[1]``), for the door to load."""
     images = [
-        ImageSource(f"messages[{i}].content[{j}]", url=part.image_url.url)
+        ImageSource(f"messages.{i}.content.{j}", url=part.image_url.url)
         for i, m in enumerate(messages)
         if isinstance(m.content, list)
         for j, part in enumerate(m.content)

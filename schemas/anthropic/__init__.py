@@ -3,9 +3,11 @@
 
 from schemas.anthropic.request import (
     MAX_STOP_SEQUENCES,
+    Base64ImageSource,
     CacheControl,
     ContentBlockParam,
     CountTokensRequest,
+    ImageBlockParam,
     MessageParam,
     MessagesInput,
     MessagesRequest,
@@ -26,6 +28,7 @@ from schemas.anthropic.request import (
     ToolResultBlockParam,
     ToolResultContent,
     ToolUseBlockParam,
+    UrlImageSource,
 )
 from schemas.anthropic.response import (
     METRICS_DESCRIPTION,
@@ -87,6 +90,9 @@ __all__ = [
     "StopReason",
     "StreamEvent",
     "TextBlock",
+    "Base64ImageSource",
+    "ImageBlockParam",
+    "UrlImageSource",
     "TextBlockParam",
     "TextDelta",
     "ThinkingAdaptive",

@@ -131,7 +131,7 @@ def test_text_model_refuses_an_image_naming_model_and_modality(client: TestClien
     assert r.status_code == 400, r.text
     error = r.json()["error"]
     assert "'onnx-genai'" in error["message"] and "image" in error["message"]
-    assert error["param"] == "messages[0].content[1]"
+    assert error["param"] == "messages.0.content.1"
     assert (
         client.post(
             "/v1/chat/completions", json={**body, "messages": [{"role": "user", "content": "hi"}]}
@@ -152,3 +152,82 @@ def test_audio_parts_are_refused_by_name(http: TestClient) -> None:
     r = http.post("/v1/chat/completions", json=body)
     assert r.status_code == 400
     assert "input_audio" in r.json()["error"]["message"]
+
+
+def test_anthropic_sdk_image_block_gives_the_oracle_tokens(http: TestClient) -> None:
+    from anthropic import Anthropic
+
+    api = Anthropic(base_url="http://testserver", api_key="none", http_client=http, max_retries=0)
+    case = EXPECTED["cases"][0]
+    data = base64.b64encode((VISION / "images" / "square.png").read_bytes()).decode()
+    message = api.messages.create(
+        model="qwen-vl",
+        max_tokens=N,
+        extra_body={"temperature": 0},
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": data},
+                    },
+                    {"type": "text", "text": "What is in the picture?"},
+                ],
+            }
+        ],
+    )
+    assert message.content[0].type == "text"
+    assert message.content[0].text == stream_text(case["generated_ids"])
+    assert message.usage.output_tokens == N
+    assert message.usage.input_tokens + (message.usage.cache_read_input_tokens or 0) == len(
+        case["prompt_ids"]
+    )
+    counted = api.messages.count_tokens(
+        model="qwen-vl",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": data},
+                    },
+                    {"type": "text", "text": "What is in the picture?"},
+                ],
+            }
+        ],
+    )
+    assert counted.input_tokens == len(case["prompt_ids"])
+
+
+def test_responses_input_image_gives_the_oracle_tokens(api: OpenAI) -> None:
+    case = EXPECTED["cases"][1]  # two images, text between
+    response = api.responses.create(
+        model="qwen-vl",
+        temperature=0,
+        max_output_tokens=N,
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Compare"},
+                    {"type": "input_image", "image_url": data_url("square.png"), "detail": "auto"},
+                    {"type": "input_text", "text": "with"},
+                    {"type": "input_image", "image_url": data_url("wide.png"), "detail": "auto"},
+                ],
+            }
+        ],
+    )
+    assert response.output_text == stream_text(case["generated_ids"])
+    assert response.usage is not None
+    assert response.usage.input_tokens == len(case["prompt_ids"])
+    assert response.usage.output_tokens == N
+
+
+def test_native_chat_takes_the_same_parts(http: TestClient) -> None:
+    case = EXPECTED["cases"][0]
+    body = {"messages": openai_messages(case), "max_tokens": N, "temperature": 0}
+    r = http.post("/v1/chat", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["content"] == stream_text(case["generated_ids"])

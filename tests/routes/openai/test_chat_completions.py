@@ -283,7 +283,7 @@ def test_image_parts_say_why(client: TestClient) -> None:
     )
     error = assert_error(resp, 400)
     assert "'onnx-genai' does not take images" in error["message"]
-    assert error["param"] == "messages[0].content[0]"
+    assert error["param"] == "messages.0.content.0"
 
 
 @pytest.mark.parametrize("stream_", [False, True])
