@@ -39,7 +39,7 @@ from backends.engine.profiling import ProfileWindow
 from backends.engine.scheduler import Job, Scheduler, Strategy
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
 from backends.models.loader import LoadedModel, load_model
-from backends.types import ChatPrompt, PreparedPrompt, Prompt
+from backends.types import ChatPrompt, ImageInput, PreparedPrompt, Prompt
 
 log = logging.getLogger("genai.service")
 
@@ -55,6 +55,10 @@ class Observer(Protocol):
         """A token reached the event loop, ``gap`` seconds after the request's previous one."""
 
     def on_finished(self, choice: FinishedChoice) -> None: ...
+
+    def on_media(self, modality: str, items: int, size: int) -> None:
+        """A request with ``items`` images (or audio clips) of ``size`` bytes in all was
+        admitted."""
 
 
 @dataclass(frozen=True)
@@ -256,6 +260,10 @@ class InferenceService:
         except BaseException:
             self._forget(handle)
             raise
+        if images and self.observer is not None:
+            loaded = [i for p in request.prompts if isinstance(p, ChatPrompt) for i in p.images]
+            size = sum(i.source_bytes for i in loaded if isinstance(i, ImageInput))
+            self.observer.on_media("image", len(loaded), size)
         return handle
 
     def check_media(self, request: GenerationRequest) -> None:

@@ -231,3 +231,36 @@ def test_native_chat_takes_the_same_parts(http: TestClient) -> None:
     r = http.post("/v1/chat", json=body)
     assert r.status_code == 200, r.text
     assert r.json()["content"] == stream_text(case["generated_ids"])
+
+
+def test_tokenize_counts_an_image_as_its_image_tokens(http: TestClient) -> None:
+    case = EXPECTED["cases"][1]
+    r = http.post("/tokenize", json={"messages": openai_messages(case)})
+    assert r.status_code == 200, r.text
+    assert r.json()["tokens"] == case["prompt_ids"]
+
+
+def test_metrics_count_media_requests_bytes_and_image_tokens(http: TestClient) -> None:
+    def value(text: str, name: str) -> float:
+        for line in text.splitlines():
+            if line.startswith(name):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    before = http.get("/metrics").text
+    case = EXPECTED["cases"][1]
+    r = http.post(
+        "/v1/chat/completions",
+        json={"messages": openai_messages(case), "max_tokens": 2, "temperature": 0},
+    )
+    assert r.status_code == 200
+    after = http.get("/metrics").text
+    size = sum((VISION / "images" / f).stat().st_size for f in case["images"])
+    label = '{modality="image",model="qwen-vl"}'
+    for name, grew in [
+        ("genai_media_requests_total" + label, 1),
+        ("genai_media_items_total" + label, 2),
+        ("genai_media_bytes_total" + label, size),
+        ('genai_image_prompt_tokens_total{model="qwen-vl"}', case["image_tokens"]),
+    ]:
+        assert value(after, name) - value(before, name) == grew, name
