@@ -365,12 +365,15 @@ def embedding_wrapper(model, image_token_id: int):
         def forward(self, input_ids: torch.Tensor, image_features: torch.Tensor) -> torch.Tensor:
             embeds = self.embed(input_ids)
             is_image = input_ids == image_token_id
-            # The i-th image token takes feature row i; row 0 of `padded` is a zero row for
-            # text tokens (and lets a run with no image features gather from a non-empty table).
+            # The i-th image token (1-based) takes feature row i of `padded`, whose row 0 is a
+            # zero row (so a run without image features gathers from a non-empty table). An
+            # image token with no feature left (one the model generated) keeps its own
+            # embedding, as in Hugging Face, where features replace prompt tokens only.
             index = torch.cumsum(is_image.to(torch.int64).reshape(-1), 0).reshape(input_ids.shape)
-            index = torch.where(is_image, index, torch.zeros_like(index))
+            use = is_image & (index <= image_features.shape[0])
+            index = torch.where(use, index, torch.zeros_like(index))
             padded = torch.cat([torch.zeros(1, embeds.shape[-1]), image_features], 0)
-            return torch.where(is_image.unsqueeze(-1), padded[index], embeds)
+            return torch.where(use.unsqueeze(-1), padded[index], embeds)
 
     return Embedding().eval()
 

@@ -150,3 +150,26 @@ def test_a_prefix_is_never_reused_across_different_images() -> None:
     assert first[0] == case["generated_ids"]
     assert second[1].cached_tokens == 0
     assert second[0] == alone[0] != first[0]
+
+
+def test_an_image_token_without_a_feature_keeps_its_own_embedding() -> None:
+    """A generated <|image_pad|> (decode steps have no image features) is embedded like any
+    token, as in Hugging Face; with features, the i-th image token takes row i."""
+    import numpy as np
+    import onnxruntime as ort
+
+    config = json.loads((VISION / "genai_config.json").read_text())["model"]
+    image = config["image_token_id"]
+    session = ort.InferenceSession(str(VISION / "embedding.onnx"))
+    ids = np.array([[7, image, 9, image]], dtype=np.int64)
+    none = np.zeros((0, 64), dtype=np.float32)
+    [plain] = session.run(None, {"input_ids": ids, "image_features": none})
+    [again] = session.run(None, {"input_ids": np.array([[image]]), "image_features": none})
+    np.testing.assert_array_equal(plain[0, 1], again[0, 0])
+    feats = np.arange(2 * 64, dtype=np.float32).reshape(2, 64)
+    [mixed] = session.run(None, {"input_ids": ids, "image_features": feats})
+    np.testing.assert_array_equal(mixed[0, [1, 3]], feats)
+    np.testing.assert_array_equal(mixed[0, [0, 2]], plain[0, [0, 2]])
+    [one] = session.run(None, {"input_ids": ids, "image_features": feats[:1]})
+    np.testing.assert_array_equal(one[0, 1], feats[0])
+    np.testing.assert_array_equal(one[0, 3], plain[0, 3])
