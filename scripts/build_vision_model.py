@@ -139,6 +139,21 @@ CASES: list[dict[str, object]] = [
         ],
     },
     {
+        "name": "across_turns",
+        "images": ["wide.png", "square.png"],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "image"}, {"type": "text", "text": "What is this?"}],
+            },
+            {"role": "assistant", "content": "A wide picture."},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "And this one?"}, {"type": "image"}],
+            },
+        ],
+    },
+    {
         "name": "text_only",
         "images": [],
         "messages": [{"role": "user", "content": "Tell me a story about the river."}],

@@ -264,3 +264,27 @@ def test_metrics_count_media_requests_bytes_and_image_tokens(http: TestClient) -
         ('genai_image_prompt_tokens_total{model="qwen-vl"}', case["image_tokens"]),
     ]:
         assert value(after, name) - value(before, name) == grew, name
+
+
+def test_langchain_chat_openai_image_message(http: TestClient) -> None:
+    from langchain_core.messages import HumanMessage
+    from langchain_openai import ChatOpenAI
+
+    case = EXPECTED["cases"][0]
+    llm = ChatOpenAI(
+        model="qwen-vl",
+        base_url="http://testserver/v1",
+        api_key="none",  # type: ignore[arg-type]
+        http_client=http,
+        temperature=0,
+        max_completion_tokens=N,
+        max_retries=0,
+    )
+    message = HumanMessage(
+        content=[
+            {"type": "image_url", "image_url": {"url": data_url("square.png")}},
+            {"type": "text", "text": "What is in the picture?"},
+        ]
+    )
+    answer = llm.invoke([message])
+    assert answer.content == stream_text(case["generated_ids"])
