@@ -181,11 +181,12 @@ def test_expected_json_is_re_derived_from_the_seeded_weights(tmp_path: Path) -> 
     its seed, and Hugging Face generate() on it, give the committed record."""
     for module in ("torch", "transformers", "tokenizers"):
         pytest.importorskip(module, reason="re-deriving needs requirements-build.txt")
+    import importlib
     import sys
 
     sys.path.insert(0, str(REPO_ROOT / "scripts"))
     try:
-        import build_vision_model as build
+        build = importlib.import_module("build_vision_model")
     finally:
         sys.path.remove(str(REPO_ROOT / "scripts"))
 
