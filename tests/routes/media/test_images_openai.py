@@ -274,7 +274,7 @@ def test_langchain_chat_openai_image_message(http: TestClient) -> None:
     llm = ChatOpenAI(
         model="qwen-vl",
         base_url="http://testserver/v1",
-        api_key="none",  # type: ignore[arg-type]
+        api_key="none",
         http_client=http,
         temperature=0,
         max_completion_tokens=N,
