@@ -20,6 +20,7 @@ import binascii
 import dataclasses
 import ipaddress
 import socket
+import ssl
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes, urljoin, urlsplit
 
@@ -41,6 +42,7 @@ class FetchPolicy:
     hosts: tuple[str, ...] = ()  # "example.org" (exactly), "*.example.org" (subdomains)
     timeout: float = 10.0
     redirects: int = 3
+    verify: ssl.SSLContext | bool = True  # TLS verification (the system's CAs)
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,9 @@ async def fetch(url: str, param: str, policy: MediaPolicy) -> bytes:
     fetch_policy, max_bytes = policy.fetch, policy.limits.max_bytes
     try:
         async with asyncio.timeout(fetch_policy.timeout):
-            async with httpx.AsyncClient(follow_redirects=False, trust_env=False) as client:
+            async with httpx.AsyncClient(
+                follow_redirects=False, trust_env=False, verify=fetch_policy.verify
+            ) as client:
                 for _ in range(fetch_policy.redirects + 1):
                     host, address = await checked_address(url, param, fetch_policy)
                     response = await get(client, url, host, address, param, max_bytes)
