@@ -97,7 +97,7 @@ def get(url: str, hosts: tuple[str, ...], trust: ssl.SSLContext) -> bytes:
         async def resolve(host: str, port: int, **kw: Any) -> list[Any]:
             return [(2, 1, 6, "", ("127.0.0.1", port))]  # every name: the test server
 
-        asyncio.get_running_loop().getaddrinfo = resolve  # type: ignore[method-assign]
+        asyncio.get_running_loop().getaddrinfo = resolve  # type: ignore[method-assign,assignment]
         policy = MediaPolicy(fetch=FetchPolicy(hosts, timeout=10, verify=trust))
         return await fetch(url, "image", policy)
 
