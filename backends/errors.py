@@ -38,6 +38,13 @@ class ContextLengthExceeded(InvalidRequest):
     code = "context_length_exceeded"
 
 
+class PayloadTooLarge(InvalidRequest):
+    """A part of the request (an image) over a size limit: 413."""
+
+    status_code = 413
+    code = "payload_too_large"
+
+
 class ModelNotFound(GenAIError):
     status_code = 404
     error_type = "invalid_request_error"

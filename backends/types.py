@@ -106,6 +106,7 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0  # prompt tokens whose KV cache was reused
+    image_tokens: int = 0  # prompt tokens that stand for images (part of prompt_tokens)
 
 
 @dataclass(frozen=True)
@@ -118,12 +119,42 @@ class FinishEvent:
 
 
 @dataclass(frozen=True)
+class ImageInput:
+    """One image of a chat, decoded and checked (:mod:`backends.media`): ``data`` is what the
+    model's processor reads (a PNG of the decoded pixels), ``digest`` the SHA-256 of the bytes
+    the client sent, ``param`` where the client put it (for error messages)."""
+
+    data: bytes = field(repr=False)
+    digest: str
+    param: str
+    width: int
+    height: int
+    source_bytes: int  # size of what the client sent (or the server fetched)
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """An image part as a door found it, not yet loaded: inline bytes, or a URL to fetch
+    (``data:`` URLs are inline bytes by the time they get here)."""
+
+    param: str
+    data: bytes | None = field(default=None, repr=False)
+    url: str | None = None
+
+
+@dataclass(frozen=True)
 class ChatPrompt:
-    """Chat messages, rendered with the model's chat template."""
+    """Chat messages, rendered with the model's chat template.
+
+    A message's content may be a list of parts; an image part is ``{"type": "image"}`` (as
+    Hugging Face templates expect) and ``images`` holds the images in the order their parts
+    appear across the messages: sources from a door, loaded images once the door has
+    fetched and decoded them."""
 
     messages: Sequence[Mapping[str, Any]]
     tools: Sequence[Mapping[str, Any]] | None = None  # passed to the template
     template_args: Mapping[str, Any] | None = None  # extra template variables
+    images: Sequence[ImageInput | ImageSource] = ()
 
 
 @dataclass(frozen=True)
@@ -138,10 +169,14 @@ Prompt = ChatPrompt | TextPrompt
 
 @dataclass
 class PreparedPrompt:
-    """A rendered, tokenized prompt."""
+    """A rendered, tokenized prompt; with images, ``media`` holds the model processor's
+    inputs (pixels, grids) and ``image_tokens`` how many of ``token_ids`` stand for them."""
 
     text: str
     token_ids: list[int] = field(repr=False)
+    media: Any = field(default=None, repr=False)
+    image_tokens: int = 0
+    image_digests: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.token_ids)

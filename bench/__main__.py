@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--threads", type=int, default=2)
 
     sub.add_parser("models", help="RSS per extra loaded model; adapter vs base TTFT")
+    im = sub.add_parser("images", help="TTFT of a chat with an image vs the same text alone")
+    im.add_argument("--reps", type=int, default=10)
+    im.add_argument("--size", type=int, default=448, help="image side, pixels")
 
     g = sub.add_parser("load", help="load-test any server (this one or OpenAI-compatible)")
     g.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8002")
@@ -129,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         from bench.models import ensure_models
 
         print(report(ensure_models("smollm2-135m")["int4"]))
+        return 0
+
+    if args.cmd == "images":
+        from bench.images import images
+
+        print(images(args.reps, args.size))
         return 0
 
     if args.cmd == "steps":

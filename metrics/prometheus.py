@@ -100,6 +100,23 @@ class ServerMetrics:
             registry=r,
         )
 
+        self.image_tokens = Counter(
+            "genai_image_prompt_tokens",
+            "Prompt tokens that stand for images",
+            model,
+            registry=r,
+        )
+        media = [*model, "modality"]
+        self.media_requests = Counter(
+            "genai_media_requests", "Requests with images or audio", media, registry=r
+        )
+        self.media_items = Counter(
+            "genai_media_items", "Images or audio clips in requests", media, registry=r
+        )
+        self.media_bytes = Counter(
+            "genai_media_bytes", "Bytes of images or audio, as sent or fetched", media, registry=r
+        )
+
         self.reasons: dict[str, set[str]] = {}  # finish reasons counted, per model
 
     def exposition(self) -> bytes:
@@ -127,9 +144,14 @@ class ServerMetrics:
             self.prompt_tokens,
             self.generated_tokens,
             self.cached_tokens,
+            self.image_tokens,
         ):
             with contextlib.suppress(KeyError):
                 metric.remove(name)
+        for media in (self.media_requests, self.media_items, self.media_bytes):
+            for modality in ("image", "audio"):
+                with contextlib.suppress(KeyError):
+                    media.remove(name, modality)
         for reason in self.reasons.pop(name, set()):
             self.finished.remove(name, reason)
 
@@ -150,6 +172,11 @@ class ModelMetrics:
     def on_rejected(self) -> None:
         self.m.rejected.labels(self.model).inc()
 
+    def on_media(self, modality: str, items: int, size: int) -> None:
+        self.m.media_requests.labels(self.model, modality).inc()
+        self.m.media_items.labels(self.model, modality).inc(items)
+        self.m.media_bytes.labels(self.model, modality).inc(size)
+
     def on_token(self, gap: float | None) -> None:
         if gap is not None:
             self.m.itl.labels(self.model).observe(gap)
@@ -169,6 +196,8 @@ class ModelMetrics:
         metrics.prompt_tokens.labels(model).inc(finish.usage.prompt_tokens)
         metrics.generated_tokens.labels(model).inc(finish.usage.completion_tokens)
         metrics.cached_tokens.labels(model).inc(finish.usage.cached_tokens)
+        if finish.usage.image_tokens:
+            metrics.image_tokens.labels(model).inc(finish.usage.image_tokens)
         log.info(
             json.dumps(
                 {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -24,32 +24,66 @@ class TextPart(RequestModel):
     text: str
 
 
+class ImageUrl(RequestModel):
+    url: str = Field(
+        min_length=1,
+        description="A `data:image/...;base64,` URL, or an http(s) URL the server may fetch "
+        "(only hosts in GENAI_IMAGE_URL_HOSTS; none by default).",
+    )
+    detail: Literal["auto", "low", "high"] | None = Field(
+        None, description="Accepted; the model's processor decides the resolution."
+    )
+
+
+class ImagePart(RequestModel):
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+PART_TYPES = ("text", "image_url")
+
+
 def _content_part(value: Any) -> Any:
-    if isinstance(value, dict) and value.get("type") != "text":
+    if isinstance(value, dict) and value.get("type") not in PART_TYPES:
         raise PydanticCustomError(
             "unsupported_part",
-            "content part type '{type}' is not supported: this model takes text only",
+            "content part type '{type}' is not supported: parts are text or image_url",
             {"type": value.get("type")},
         )
+    if isinstance(value, dict) and isinstance(value.get("image_url"), str):
+        value = {**value, "image_url": {"url": value["image_url"]}}  # the short form
     return value
 
 
 def content_value(value: Any) -> Any:
-    """A message's content: a string or text parts, checked with one clear error (not one per
-    member of the union)."""
+    """A message's content: a string or a list of parts, checked with one clear error (not one
+    per member of the union)."""
     if isinstance(value, list):
         return [_content_part(p) for p in value]
     if not isinstance(value, str):
-        raise PydanticCustomError("content_type", "must be a string or a list of text parts")
+        raise PydanticCustomError("content_type", "must be a string or a list of content parts")
     return value
+
+
+def template_content(parts: list[TextPart | ImagePart]) -> str | list[dict[str, str]]:
+    """Parts as a chat template reads them: text only, joined with newlines; with images, a
+    list of ``{"type": "text", "text": ...}`` and ``{"type": "image"}`` in their order (as
+    Hugging Face passes them, so each model's template writes its own placeholders)."""
+    if all(isinstance(p, TextPart) for p in parts):
+        return "\n".join(p.text for p in parts if isinstance(p, TextPart))
+    return [
+        {"type": "text", "text": p.text} if isinstance(p, TextPart) else {"type": "image"}
+        for p in parts
+    ]
 
 
 class ChatMessage(RequestModel):
     role: Literal["system", "developer", "user", "assistant", "tool"] = Field(
         description="`developer` is treated as `system`."
     )
-    content: str | list[TextPart] = Field(
-        description="A string, or a list of text parts (joined with newlines)."
+    content: str | list[ContentPart] = Field(
+        description="A string, or a list of text and image_url parts (text joined with newlines)."
     )
 
     @field_validator("content", mode="before")
@@ -57,14 +91,16 @@ class ChatMessage(RequestModel):
     def _parts(cls, value: Any) -> Any:
         return content_value(value)
 
-    def as_template_message(self) -> dict[str, str]:
-        text = (
-            self.content
-            if isinstance(self.content, str)
-            else "\n".join(p.text for p in self.content)
-        )
+    def as_template_message(self) -> dict[str, Any]:
+        content = self.content if isinstance(self.content, str) else template_content(self.content)
         role = "system" if self.role == "developer" else self.role
-        return {"role": role, "content": text}
+        return {"role": role, "content": content}
+
+    def image_urls(self) -> list[str]:
+        """The URLs of this message's image parts, in order."""
+        if not isinstance(self.content, list):
+            return []
+        return [p.image_url.url for p in self.content if isinstance(p, ImagePart)]
 
 
 class SamplingFields(RequestModel):

@@ -46,3 +46,7 @@ class Health(BaseModel):
     models: dict[str, Literal["ok", "loading", "error"]] = Field(
         default_factory=dict, description="Every served model's status (the first: default)."
     )
+    modalities: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="What each loaded model reads: text, and image or audio where it can.",
+    )

@@ -271,6 +271,50 @@ class ServerSettings(BaseSettings):
     sse_ping: float = _setting(
         15.0, "GENAI_SSE_PING", "sse_ping", "Seconds between keep-alive comments.", gt=0
     )
+    image_url_hosts: str = _setting(
+        "",
+        "GENAI_IMAGE_URL_HOSTS",
+        "image_url_hosts",
+        "Hosts whose http(s) image URLs the server fetches, comma-separated: a name or IP "
+        "(exactly that host) or *.example.org (its subdomains). Empty: remote image URLs are "
+        "refused (data: URLs always work). Loopback, private and link-local addresses are "
+        "fetched only from a host named exactly.",
+    )
+    image_fetch_timeout: float = _setting(
+        10.0,
+        "GENAI_IMAGE_FETCH_TIMEOUT",
+        "image_fetch_timeout",
+        "Seconds one image URL may take to fetch, redirects included.",
+        gt=0,
+    )
+    image_fetch_redirects: int = _setting(
+        3,
+        "GENAI_IMAGE_FETCH_REDIRECTS",
+        "image_fetch_redirects",
+        "Redirects followed when fetching an image URL (each checked like the first URL).",
+        ge=0,
+    )
+    max_image_mib: float = _setting(
+        20.0,
+        "GENAI_MAX_IMAGE_MIB",
+        "max_image_mib",
+        "Largest image accepted (as sent or fetched), in MiB; larger ones get 413.",
+        gt=0,
+    )
+    max_image_pixels: int = _setting(
+        25_000_000,
+        "GENAI_MAX_IMAGE_PIXELS",
+        "max_image_pixels",
+        "Most pixels (width x height) one image may decode to; more gets 413.",
+        ge=1,
+    )
+    max_images: int = _setting(
+        8,
+        "GENAI_MAX_IMAGES",
+        "max_images",
+        "Images one request may carry; more gets 413.",
+        ge=1,
+    )
     profile_dir: Path = _setting(
         Path("profiles"), "GENAI_PROFILE_DIR", "profile_dir", "Where ORT profiles are written."
     )

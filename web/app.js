@@ -22,11 +22,15 @@ const ui = {
   prompt: byId("prompt"),
   send: byId("send"),
   stop: byId("stop"),
+  image: byId("image"),
+  imagePreview: byId("image-preview"),
+  imageRemove: byId("image-remove"),
   answerTemplate: byId("answer-template"),
 };
 
 let chat = []; // the conversation so far, sent with every request: {role, content}
 let controller = null; // aborts the answer streaming now (null when none is)
+let attached = null; // the image to send with the next message, as a data: URL
 
 // ---- talking to the server ------------------------------------------------------------
 
@@ -127,8 +131,14 @@ async function* sseData(response) {
 
 async function send(text) {
   const history = chat; // "New chat" while this streams starts another one
-  history.push({ role: "user", content: text });
-  addUserMessage(text);
+  const image = attached;
+  clearImage();
+  // With an image: OpenAI's content parts (the image first, then the text).
+  const parts = image
+    ? [{ type: "image_url", image_url: { url: image } }, { type: "text", text }]
+    : text;
+  history.push({ role: "user", content: parts });
+  addUserMessage(text, image);
   const answer = addAnswer();
   const meter = new RateMeter(answer.querySelector(".rate"));
   const content = new FrameText(answer.querySelector(".content"));
@@ -314,14 +324,44 @@ function scrollDown() {
   ui.messages.scrollTop = ui.messages.scrollHeight;
 }
 
-function addUserMessage(text) {
+function addUserMessage(text, image) {
   const div = document.createElement("div");
   div.className = "message user";
   div.innerHTML = '<div class="role">user</div><div class="content"></div>';
+  if (image) {
+    const img = document.createElement("img");
+    img.src = image; // a data: URL read from the user's own file
+    img.alt = "attached image";
+    div.querySelector(".role").after(img);
+  }
   div.querySelector(".content").textContent = text; // text, never HTML
   ui.messages.append(div);
   scrollDown();
 }
+
+function clearImage() {
+  attached = null;
+  ui.image.value = "";
+  ui.imagePreview.hidden = true;
+  ui.imagePreview.removeAttribute("src");
+  ui.imageRemove.hidden = true;
+}
+
+ui.image.addEventListener("change", () => {
+  const file = ui.image.files[0];
+  if (!file) return clearImage();
+  const reader = new FileReader();
+  reader.onload = () => {
+    attached = reader.result;
+    ui.imagePreview.src = attached;
+    ui.imagePreview.hidden = false;
+    ui.imageRemove.hidden = false;
+  };
+  reader.onerror = () => setStatus(`Cannot read ${file.name}`, "error");
+  reader.readAsDataURL(file);
+});
+
+ui.imageRemove.addEventListener("click", clearImage);
 
 function addAnswer() {
   const answer = ui.answerTemplate.content.firstElementChild.cloneNode(true);
@@ -359,6 +399,7 @@ ui.stop.addEventListener("click", () => controller?.abort());
 ui.clear.addEventListener("click", () => {
   controller?.abort();
   chat = [];
+  clearImage();
   ui.messages.replaceChildren();
   setStatus("");
 });

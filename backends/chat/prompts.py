@@ -15,7 +15,7 @@ from backends.chat.template import TemplateSet, encode_chat, render_chat
 from backends.errors import InvalidRequest
 from backends.models.folder import ModelFolder
 from backends.models.loader import LoadedModel
-from backends.types import ChatPrompt, PreparedPrompt, Prompt, TextPrompt
+from backends.types import ChatPrompt, ImageInput, PreparedPrompt, Prompt, TextPrompt
 
 
 def templates_of(folder: ModelFolder) -> TemplateSet:
@@ -24,9 +24,43 @@ def templates_of(folder: ModelFolder) -> TemplateSet:
 
 def prepare_prompt(model: LoadedModel, prompt: Prompt, param: str) -> PreparedPrompt:
     folder = model.folder
+    if isinstance(prompt, ChatPrompt) and prompt.images:
+        return prepare_with_images(model, prompt, param)
     return render_and_encode(
         model.tokenizer, templates_of(folder), folder.special_tokens, prompt, param
     )
+
+
+def check_modalities(model_name: str, modalities: Sequence[str], prompt: Prompt) -> None:
+    """A 400 naming the model and what it cannot read."""
+    if isinstance(prompt, ChatPrompt) and prompt.images and "image" not in modalities:
+        param = prompt.images[0].param
+        raise InvalidRequest(
+            f"The model {model_name!r} does not take images (it reads "
+            f"{', '.join(modalities)}); {param} is an image.",
+            param=param,
+        )
+
+
+def prepare_with_images(model: LoadedModel, prompt: ChatPrompt, param: str) -> PreparedPrompt:
+    """The chat rendered with its image parts, then the model's own processor: the pixels
+    and, in the tokens, each image's placeholder expanded to its image tokens. On the owner
+    thread (og objects); the images were decoded and checked by the door."""
+    images = [image for image in prompt.images if isinstance(image, ImageInput)]
+    if len(images) != len(prompt.images):
+        raise InvalidRequest("An image of the request was not loaded.", param=param)
+    text = render_chat(templates_of(model.folder), prompt)
+    try:
+        pictures = model.og.Images.open_bytes(*[image.data for image in images])
+        inputs = model.processor(text, images=pictures)
+    except Exception as exc:  # onnxruntime-genai reports through RuntimeError
+        raise InvalidRequest(
+            f"The images cannot be prepared for this model: {exc}", param=images[0].param
+        ) from None
+    ids = [int(t) for t in inputs["input_ids"].as_numpy().ravel()]
+    image_tokens = int(inputs["num_image_tokens"].as_numpy().sum())
+    digests = tuple(image.digest for image in images)
+    return PreparedPrompt(text, ids, inputs, image_tokens, digests)
 
 
 def render_and_encode(

@@ -273,7 +273,8 @@ class RequestHandle:
                 reused = c.finish.usage.cached_tokens
                 cached[c.prompt_index] = max(cached.get(c.prompt_index, 0), reused)
         completion = sum(c.generated for c in self.choices)
-        return Usage(self.prompt_tokens, completion, sum(cached.values()))
+        images = sum(p.image_tokens for p in self.prompts)
+        return Usage(self.prompt_tokens, completion, sum(cached.values()), images)
 
     def queue_time(self) -> float:
         """Seconds the request's sequences waited for a free slot (the longest wait of its

@@ -149,6 +149,21 @@ def refuse_unsupported(strategy_name: str, param: str | None, request: Generatio
         )
 
 
+def refuse_images(strategy: Strategy, params: GenerationParams, request: GenerationRequest) -> None:
+    """Images run on og.Generator (``generator``), one sequence each: not on another
+    scheduler, and not with beam search."""
+    if strategy.name != "generator":
+        raise InvalidRequest(
+            f"Images are not supported by the {strategy.name!r} scheduler serving this model "
+            "(GENAI_SCHEDULER=generator or auto supports them).",
+            param=request.param("prompt"),
+        )
+    if params.num_beams > 1:
+        raise InvalidRequest(
+            "Beam search cannot be combined with images.", param=request.param("num_beams")
+        )
+
+
 def check_beams(request: GenerationRequest) -> None:
     """Beam search returns the ``n`` best of ``num_beams`` deterministic beams: what would
     change the scores of single tokens, or sample, cannot be combined with it."""
@@ -249,6 +264,8 @@ def plan_jobs(
         )
         params = choice_params(request, choice.index % request.n, max_new, adapter)
         refuse_unsupported(strategy.name, strategy.unsupported(params), request)
+        if prompt.media is not None:
+            refuse_images(strategy, params, request)
         jobs.append(
             Job(
                 choice.id,
@@ -259,6 +276,9 @@ def plan_jobs(
                 stops=tuple(request.stop),
                 cancelled=choice.cancelled,
                 group=handle.id,
+                media=prompt.media,
+                image_tokens=prompt.image_tokens,
+                image_digests=prompt.image_digests,
             )
         )
     handle.prompts = prompts

@@ -36,6 +36,10 @@ class ServedModel:
     def max_length(self) -> int | None:
         return self.service.max_length
 
+    @property
+    def modalities(self) -> tuple[str, ...] | None:
+        return self.service.modalities
+
 
 class Attachments(Protocol):
     """What watches each model (metrics): attached when it is added, detached when removed."""
@@ -137,6 +141,14 @@ class ModelRegistry:
 
     def statuses(self) -> dict[str, Status]:
         return {name: service.status for name, service in self._services.items()}
+
+    def modalities(self) -> dict[str, list[str]]:
+        """What each loaded model reads (text, image, audio)."""
+        return {
+            name: list(service.modalities)
+            for name, service in self._services.items()
+            if service.modalities is not None
+        }
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:

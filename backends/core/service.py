@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from backends.chat.formats import ChatFormat, chat_format
 from backends.chat.prompt_worker import THRESHOLD_CHARS, PromptWorker
-from backends.chat.prompts import prepare_prompt, templates_of
+from backends.chat.prompts import check_modalities, prepare_prompt, templates_of
 from backends.config import ModelConfig, ServiceConfig
 from backends.core.handle import Choice, FinishedChoice, RequestHandle, let_loop_deliver
 from backends.core.planning import (
@@ -40,7 +40,7 @@ from backends.engine.scheduler import Job, Scheduler, Strategy
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
 from backends.models.folder import ModelFolder
 from backends.models.loader import LoadedModel, load_model
-from backends.types import PreparedPrompt, Prompt
+from backends.types import ChatPrompt, ImageInput, PreparedPrompt, Prompt
 
 log = logging.getLogger("genai.service")
 
@@ -56,6 +56,10 @@ class Observer(Protocol):
         """A token reached the event loop, ``gap`` seconds after the request's previous one."""
 
     def on_finished(self, choice: FinishedChoice) -> None: ...
+
+    def on_media(self, modality: str, items: int, size: int) -> None:
+        """A request with ``items`` images (or audio clips) of ``size`` bytes in all was
+        admitted."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,12 @@ class InferenceService:
         return model.provider.name if model is not None else self.config.model.device
 
     @property
+    def modalities(self) -> tuple[str, ...] | None:
+        """What the model reads (text, image, audio); None while loading."""
+        model = self._scheduler.model
+        return model.modalities if model is not None else None
+
+    @property
     def max_length(self) -> int | None:
         """Tokens one sequence may hold (prompt + output); None while loading."""
         strategy = self._scheduler.strategy
@@ -228,13 +238,15 @@ class InferenceService:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
         self._admit(request.choice_count)
         model, strategy = self._loaded()
+        self.check_media(request)
         request = apply_tools(request, self._chat_format)
         check_beams(request)
         chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
         if request.sampling.guidance is not None:
             await asyncio.to_thread(check_guidance, request)
         tokenized = None
-        if chars > THRESHOLD_CHARS:  # tokenizing holds the GIL: not in this process
+        images = any(isinstance(p, ChatPrompt) and p.images for p in request.prompts)
+        if chars > THRESHOLD_CHARS and not images:  # tokenizing holds the GIL: elsewhere
             tokenized = await self._worker(model).prepare(request.prompts, request.param("prompt"))
         if tokenized is not None or request.sampling.guidance is not None:
             self._admit(request.choice_count)  # the wait may have let others in
@@ -260,7 +272,19 @@ class InferenceService:
         except BaseException:
             self._forget(handle)
             raise
+        if images and self.observer is not None:
+            loaded = [i for p in request.prompts if isinstance(p, ChatPrompt) for i in p.images]
+            size = sum(i.source_bytes for i in loaded if isinstance(i, ImageInput))
+            self.observer.on_media("image", len(loaded), size)
         return handle
+
+    def check_media(self, request: GenerationRequest) -> None:
+        """A 400 naming the model and the modality if the request has an image (or audio) this
+        model cannot read; doors call it before they fetch or decode anything."""
+        self._check_model(request.model)
+        model, _ = self._loaded()
+        for prompt in request.prompts:
+            check_modalities(request.model or self.model_name, model.modalities, prompt)
 
     def cancel(self, request_id: str) -> bool:
         """Cancel the sequence ``request_id`` (as listed by :meth:`stats`)."""
@@ -274,6 +298,7 @@ class InferenceService:
         """A prompt as the model would get it: rendered (a chat) and tokenized."""
         self._check_model(model)
         loaded, strategy = self._loaded()
+        check_modalities(model or self.model_name, loaded.modalities, prompt)
         request = apply_tools(GenerationRequest(prompt), self._chat_format)
         check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
         param = request.param("prompt")

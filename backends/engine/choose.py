@@ -16,10 +16,10 @@ log = logging.getLogger("genai.scheduler")
 def auto_strategy(model: LoadedModel) -> SchedulerName:
     """``auto``: the Engine's continuous batching where the model has it (paged attention on
     an accelerator); on the CPU our own continuous batching (``batch``, which falls back to
-    the generator for a graph it does not understand); the generator for LoRA adapters, which
-    only it applies, and for the rest."""
-    if model.adapter_files:
-        return "generator"
+    the generator for a graph it does not understand); the generator for LoRA adapters and
+    images, which only it handles, and for the rest."""
+    if model.adapter_files or "image" in model.modalities:
+        return "generator"  # only og.Generator applies adapters and reads images
     if model.dynamic_batching:
         return "engine"
     return "batch" if model.provider.name == "cpu" else "generator"

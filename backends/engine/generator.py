@@ -68,6 +68,14 @@ def reuse_key(params: GenerationParams) -> Hashable | None:
     )
 
 
+def images_end(prompt: list[int], image_token: int | None) -> int:
+    """How many prompt tokens a reused state must share to have read every image: up to the
+    last image token (one past it); the whole prompt when the image token is not known."""
+    if image_token is None:
+        return len(prompt)
+    return 1 + max((i for i, t in enumerate(prompt) if t == image_token), default=-1)
+
+
 class GeneratorStrategy:
     name = "generator"
 
@@ -96,11 +104,20 @@ class GeneratorStrategy:
         wanted_min = len(prompt) + p.min_new_tokens if p.min_new_tokens else 0
         beams = p.num_beams > 1
         key = reuse_key(p) if self.cache.size > 0 and not beams else None
+        if key is not None and job.image_digests:
+            key = (key, "images", job.image_digests)  # never a prefix across other images
         hit = (
             self.cache.take(key, prompt, needed, max_min_length=max(wanted_min, len(prompt)))
             if key is not None
             else None
         )
+        if (
+            hit is not None
+            and job.media is not None
+            and hit[1] < images_end(prompt, self.model.image_token_id)
+        ):
+            self.cache.put(hit[0])  # it shares less than the images: they must be read anew
+            hit = None
         stream = self.model.tokenizer.create_stream()
         if hit is not None:
             held, n = hit
@@ -121,7 +138,12 @@ class GeneratorStrategy:
         else:
             capacity = reuse_capacity(needed, self.model.max_length) if key is not None else needed
             gen = self._new_generator(p, capacity, wanted_min, returns=1 + len(job.followers))
-            seq = _Seq(job, gen, stream, list(prompt), capacity, key, min_length=wanted_min)
+            if job.media is not None:
+                # The processor's inputs hold the whole prompt: the first step prefills it.
+                gen.set_inputs(job.media)
+                seq = _Seq(job, gen, stream, [], capacity, key, list(prompt), min_length=wanted_min)
+            else:
+                seq = _Seq(job, gen, stream, list(prompt), capacity, key, min_length=wanted_min)
         if self._profile_prefix:
             gen.set_runtime_option("enable_profiling", self._profile_prefix)
         self._active.append(seq)

@@ -63,6 +63,11 @@ class Job:
     # Beam search: the jobs of the request's other returned beams. Only this job is
     # scheduled; the strategy hands each follower its beam when the search ends.
     followers: list[Job] = field(default_factory=list)
+    # Images: the model processor's inputs (set on the generator before the prompt), how many
+    # prompt tokens stand for images, and the images' digests (part of any prefix-reuse key).
+    media: Any = None
+    image_tokens: int = 0
+    image_digests: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self._text = VisibleText(self.stops)
@@ -85,7 +90,7 @@ class Job:
         if tail.text or tail.ready:
             self.sink(tail)
         queued = (self.started_at or time.perf_counter()) - self.enqueued_at
-        usage = Usage(len(self.prompt_ids), self.generated, self.cached_tokens)
+        usage = Usage(len(self.prompt_ids), self.generated, self.cached_tokens, self.image_tokens)
         stop = self._text.stop_sequence
         self.sink(FinishEvent(reason, usage, error, queue_time=queued, stop_sequence=stop))
         for follower in self.followers:  # ended with this one (cancelled, timed out, failed)

@@ -57,6 +57,20 @@ class ModelFolder:
     def model_type(self) -> str:
         return str(self.config.get("model", {}).get("type", "unknown"))
 
+    @property
+    def modalities(self) -> tuple[str, ...]:
+        """What the model reads: text, and images when genai_config.json names a vision
+        stage (and its processor config), audio when it names a speech stage."""
+        model = self.config.get("model", {})
+        found = ["text"]
+        vision = model.get("vision")
+        if isinstance(vision, dict) and vision.get("filename"):
+            found.append("image")
+        speech = model.get("speech")
+        if isinstance(speech, dict) and speech.get("filename"):
+            found.append("audio")
+        return tuple(found)
+
     @cached_property
     def tokenizer_config(self) -> dict[str, Any]:
         try:

@@ -96,6 +96,21 @@ class LoadedModel:
                 ) from None
         return adapters
 
+    @cached_property
+    def processor(self) -> Any:
+        """og's multimodal processor (images to pixels, placeholders to image tokens); call on
+        the owner thread."""
+        return self.model.create_multimodal_processor()
+
+    @property
+    def modalities(self) -> tuple[str, ...]:
+        return self.folder.modalities
+
+    @property
+    def image_token_id(self) -> int | None:
+        value = self.folder.config.get("model", {}).get("image_token_id")
+        return int(value) if isinstance(value, int) else None
+
     @property
     def vocab_size(self) -> int:
         return int(self.folder.config["model"]["vocab_size"])

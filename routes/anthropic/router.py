@@ -13,9 +13,11 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from sse_starlette import EventSourceResponse
 
+from backends.core.request import GenerationRequest
 from routes.anthropic import serving
 from routes.anthropic.errors import AnthropicErrors
 from routes.door.answer import answer
+from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import document_event_schemas, sse_response_doc
@@ -72,7 +74,8 @@ router = APIRouter(prefix="/v1", tags=["anthropic"])
 async def create_message(
     body: MessagesRequest, models: ModelsDep, request: Request
 ) -> Message | EventSourceResponse:
-    handle = await models.submit(serving.messages_request(body, request_id(request)))
+    messages = await load_media(request, serving.messages_request(body, request_id(request)))
+    handle = await models.submit(messages)
     return await answer(request, serving.MESSAGES, handle, body, stream=body.stream)
 
 
@@ -82,10 +85,14 @@ async def create_message(
     responses=ERRORS,
     summary="Count a message's input tokens (Anthropic)",
 )
-async def count_tokens(body: CountTokensRequest, models: ModelsDep) -> CountTokensResponse:
-    """The prompt's tokens after the chat template: what `usage` reports for the same request
-    (`input_tokens` + `cache_read_input_tokens`)."""
-    prepared = await models.tokenize(serving.count_prompt(body), body.model)
+async def count_tokens(
+    body: CountTokensRequest, models: ModelsDep, request: Request
+) -> CountTokensResponse:
+    """The prompt's tokens after the chat template (images expanded to their image tokens):
+    what `usage` reports for the same request (`input_tokens` + `cache_read_input_tokens`)."""
+    counted = GenerationRequest(serving.count_prompt(body), model=body.model)
+    prompt = (await load_media(request, counted)).prompts[0]
+    prepared = await models.tokenize(prompt, body.model)
     return CountTokensResponse(input_tokens=len(prepared))
 
 

@@ -17,18 +17,20 @@ from typing import Any
 from backends.core.handle import RequestHandle
 from backends.core.request import ChatPrompt, GenerationRequest
 from backends.errors import GenerationFailed
-from backends.types import ChoiceFinish
+from backends.types import ChoiceFinish, ImageSource
 from routes.anthropic.errors import error_event
 from routes.door import ids
 from routes.door.answer import Door, Stream
 from routes.door.blocks import Block, BlockEvent, Closed, Opened, OutputBlocks
 from routes.door.convert import Finish, finish_reason, sampling_params, timing, totals
 from schemas.anthropic import (
+    Base64ImageSource,
     ContentBlock,
     ContentBlockDeltaEvent,
     ContentBlockStartEvent,
     ContentBlockStopEvent,
     CountTokensRequest,
+    ImageBlockParam,
     InputJsonDelta,
     Message,
     MessageDelta,
@@ -68,9 +70,29 @@ def _tool_message(block: ToolResultBlockParam) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": block.tool_use_id, "content": text}
 
 
-def _turn(message: MessageParam) -> list[dict[str, Any]]:
+def _user_content(blocks: list[Any]) -> str | list[dict[str, str]]:
+    """Text blocks joined with newlines; with images, the parts as templates take them."""
+    if all(isinstance(b, TextBlockParam) for b in blocks):
+        return _text(blocks)
+    return [
+        {"type": "text", "text": b.text} if isinstance(b, TextBlockParam) else {"type": "image"}
+        for b in blocks
+    ]
+
+
+def _image(block: ImageBlockParam, param: str) -> ImageSource:
+    source = block.source
+    if isinstance(source, Base64ImageSource):
+        return ImageSource(param, url=f"data:{source.media_type};base64,{source.data}")
+    return ImageSource(param, url=source.url)
+
+
+def _turn(
+    message: MessageParam, index: int = 0, images: list[ImageSource] | None = None
+) -> list[dict[str, Any]]:
     """One Anthropic message as chat-template messages (a user turn's tool results become
-    ``tool`` messages, in their order; thinking from earlier turns is not shown)."""
+    ``tool`` messages, in their order; thinking from earlier turns is not shown; images are
+    ``{"type": "image"}`` parts, their sources added to ``images`` in order)."""
     if message.role == "assistant":
         text = _text([b for b in message.content if isinstance(b, TextBlockParam)])
         calls = [
@@ -82,25 +104,31 @@ def _turn(message: MessageParam) -> list[dict[str, Any]]:
             return [{"role": "assistant", "content": text}]
         return [{"role": "assistant", "content": text or None, "tool_calls": calls}]
     out: list[dict[str, Any]] = []
-    texts: list[TextBlockParam] = []
-    for block in message.content:
+    parts: list[TextBlockParam | ImageBlockParam] = []
+    for j, block in enumerate(message.content):
         if isinstance(block, TextBlockParam):
-            texts.append(block)
+            parts.append(block)
+        elif isinstance(block, ImageBlockParam):
+            parts.append(block)
+            if images is not None:
+                images.append(_image(block, f"messages.{index}.content.{j}"))
         elif isinstance(block, ToolResultBlockParam):
-            if texts:
-                out.append({"role": message.role, "content": _text(texts)})
-                texts = []
+            if parts:
+                out.append({"role": message.role, "content": _user_content(parts)})
+                parts = []
             out.append(_tool_message(block))
-    if texts or not out:
-        out.append({"role": message.role, "content": _text(texts)})
+    if parts or not out:
+        out.append({"role": message.role, "content": _user_content(parts)})
     return out
 
 
-def template_messages(body: MessagesInput) -> list[dict[str, Any]]:
+def template_messages(
+    body: MessagesInput, images: list[ImageSource] | None = None
+) -> list[dict[str, Any]]:
     system = _text(body.system) if body.system else ""
     messages = [{"role": "system", "content": system}] if system else []
-    for message in body.messages:
-        messages += _turn(message)
+    for i, message in enumerate(body.messages):
+        messages += _turn(message, i, images)
     return messages
 
 
@@ -123,7 +151,9 @@ def template_tools(body: MessagesInput) -> list[dict[str, Any]] | None:
 
 
 def chat(body: MessagesInput) -> ChatPrompt:
-    return ChatPrompt(template_messages(body), template_tools(body), body.template_args)
+    images: list[ImageSource] = []
+    messages = template_messages(body, images)
+    return ChatPrompt(messages, template_tools(body), body.template_args, images)
 
 
 def messages_request(body: MessagesRequest, request_id: str) -> GenerationRequest:
@@ -152,7 +182,7 @@ def count_prompt(body: CountTokensRequest) -> ChatPrompt:
     as the core does when generating (a forced choice changes the decoding, not the prompt)."""
     prompt = chat(body)
     if body.tool_choice_name == "none":
-        return ChatPrompt(prompt.messages, None, prompt.template_args)
+        return ChatPrompt(prompt.messages, None, prompt.template_args, prompt.images)
     return prompt
 
 

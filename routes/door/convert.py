@@ -14,8 +14,8 @@ from pydantic import BaseModel
 
 from backends.core.request import ChatPrompt, json_schema_guidance
 from backends.core.timing import RequestMetrics
-from backends.types import ChoiceFinish, SamplingParams, Usage
-from schemas.common import ChatMessage, SamplingFields, TimingMetrics
+from backends.types import ChoiceFinish, ImageSource, SamplingParams, Usage
+from schemas.common import ChatMessage, ImagePart, SamplingFields, TimingMetrics
 
 
 # ---- requests ----------------------------------------------------------------------------------
@@ -71,10 +71,20 @@ def chat_prompt(
     tools: Sequence[BaseModel] | None = None,
     template_args: Mapping[str, Any] | None = None,
 ) -> ChatPrompt:
+    """The chat; its image parts' URLs become the prompt's image sources, named by where the
+    client put them (``messages[0].content[1]``), for the door to load."""
+    images = [
+        ImageSource(f"messages.{i}.content.{j}", url=part.image_url.url)
+        for i, m in enumerate(messages)
+        if isinstance(m.content, list)
+        for j, part in enumerate(m.content)
+        if isinstance(part, ImagePart)
+    ]
     return ChatPrompt(
         [m.as_template_message() for m in messages],
         tools=[t.model_dump(exclude_none=True) for t in tools] if tools else None,
         template_args=template_args,
+        images=images,
     )
 
 
@@ -95,6 +105,7 @@ class Totals:
     prompt: int  # every prompt token, read from the cache or not
     completion: int
     cached: int  # prompt tokens whose KV cache was reused
+    images: int = 0  # prompt tokens that stand for images
 
     @property
     def uncached_prompt(self) -> int:
@@ -106,7 +117,9 @@ class Totals:
 
 
 def totals(usage: Usage) -> Totals:
-    return Totals(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
+    return Totals(
+        usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.image_tokens
+    )
 
 
 def timing(metrics: RequestMetrics, model: str) -> TimingMetrics:

@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
 from routes.door.answer import answer
+from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import sse_response_doc
@@ -25,13 +26,15 @@ async def healthz(models: ModelsDep) -> JSONResponse:
         device=default.device,
         model_dir=str(default.model_dir),
         models=models.statuses(),
+        modalities=models.modalities(),
     )
     return JSONResponse(health.model_dump(), 200 if health.status == "ok" else 503)
 
 
 @router.post("/v1/chat", response_model=ChatResponse, responses=ERROR_RESPONSES, tags=["chat"])
 async def chat(body: ChatRequest, models: ModelsDep, request: Request) -> ChatResponse:
-    handle = await models.submit(serving.chat_request(body, request_id(request)))
+    chat = await load_media(request, serving.chat_request(body, request_id(request)))
+    handle = await models.submit(chat)
     return await answer(request, serving.CHAT, handle, body, stream=False)
 
 
@@ -53,5 +56,6 @@ async def chat(body: ChatRequest, models: ModelsDep, request: Request) -> ChatRe
 async def chat_stream(
     body: ChatRequest, models: ModelsDep, request: Request
 ) -> EventSourceResponse:
-    handle = await models.submit(serving.chat_request(body, request_id(request)))
+    chat = await load_media(request, serving.chat_request(body, request_id(request)))
+    handle = await models.submit(chat)
     return await answer(request, serving.CHAT, handle, body, stream=True)

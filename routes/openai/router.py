@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
 from routes.door.answer import answer
+from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import sse_response_doc
@@ -49,7 +50,8 @@ def _with_stream(chunk: type[BaseModel], what: str) -> dict[int | str, dict[str,
 async def chat_completions(
     body: ChatCompletionRequest, models: ModelsDep, request: Request
 ) -> ChatCompletion | EventSourceResponse:
-    handle = await models.submit(serving.chat_request(body, request_id(request)))
+    chat = await load_media(request, serving.chat_request(body, request_id(request)))
+    handle = await models.submit(chat)
     return await answer(request, serving.CHAT, handle, body, stream=body.stream)
 
 

@@ -93,7 +93,9 @@ def usage_info(usage: Usage) -> UsageInfo:
         prompt_tokens=count.prompt,
         completion_tokens=count.completion,
         total_tokens=count.total,
-        prompt_tokens_details=PromptTokensDetails(cached_tokens=count.cached),
+        prompt_tokens_details=PromptTokensDetails(
+            cached_tokens=count.cached, image_tokens=count.images or None
+        ),
     )
 
 
@@ -307,4 +309,5 @@ def model_card(model: ServedModel) -> ModelCard:
         root=str(model.service.model_dir),
         max_model_len=length,
         context_length=length,
+        modalities=list(model.modalities) if model.modalities is not None else None,
     )

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
 from routes.door.answer import answer
+from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import sse_response_doc
@@ -37,5 +38,6 @@ _STREAM = sse_response_doc(
 async def create_response(
     body: ResponsesRequest, models: ModelsDep, request: Request
 ) -> ResponsesResponse | EventSourceResponse:
-    handle = await models.submit(serving.responses_request(body, request_id(request)))
+    responses = await load_media(request, serving.responses_request(body, request_id(request)))
+    handle = await models.submit(responses)
     return await answer(request, serving.RESPONSES, handle, body, stream=body.stream)

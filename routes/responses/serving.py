@@ -14,6 +14,7 @@ from typing import Any
 
 from backends.core.handle import RequestHandle
 from backends.core.request import ChatPrompt, GenerationRequest
+from backends.types import ImageSource
 from routes.door.answer import Door, Stream
 from routes.door.convert import sampling_params
 from routes.responses.builder import ResponseBuilder
@@ -21,6 +22,7 @@ from schemas.responses import (
     FunctionCallItem,
     FunctionCallOutputItem,
     FunctionTool,
+    InputImage,
     InputMessage,
     ResponsesRequest,
     ResponsesResponse,
@@ -47,6 +49,7 @@ def responses_request(body: ResponsesRequest, request_id: str) -> GenerationRequ
             template_messages(body),
             tools=[template_tool(t) for t in functions] if functions else None,
             template_args=body.template_args,
+            images=image_sources(body),
         ),
         sampling_params(body, json_schema=body.json_schema),
         max_tokens=body.max_output_tokens,
@@ -58,6 +61,17 @@ def responses_request(body: ResponsesRequest, request_id: str) -> GenerationRequ
         parallel_tool_calls=body.parallel_tool_calls is not False,
         split_reasoning=True,
     )
+
+
+def image_sources(body: ResponsesRequest) -> list[ImageSource]:
+    """The input's images, in order, named by where the client put them."""
+    return [
+        ImageSource(f"input.{i}.content.{j}", url=part.image_url)
+        for i, item in enumerate(body.input)
+        if isinstance(item, InputMessage)
+        for j, part in enumerate(item.content)
+        if isinstance(part, InputImage)
+    ]
 
 
 def template_tool(tool: FunctionTool) -> dict[str, Any]:
@@ -76,7 +90,7 @@ def template_messages(body: ResponsesRequest) -> list[dict[str, Any]]:
     for item in body.input:
         if isinstance(item, InputMessage):
             role = "system" if item.role == "developer" else item.role
-            messages.append({"role": role, "content": item.text})
+            messages.append({"role": role, "content": item.template_content})
         elif isinstance(item, FunctionCallItem):
             turn = messages[-1] if messages and messages[-1]["role"] == "assistant" else None
             if turn is None:

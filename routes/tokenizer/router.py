@@ -3,10 +3,11 @@ names; ``vllm bench serve`` calls the first two)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
-from backends.core.request import ChatPrompt, TextPrompt
+from backends.core.request import ChatPrompt, GenerationRequest, Prompt, TextPrompt
 from routes.door.convert import chat_prompt
+from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from schemas.tokenizer import (
     ApplyTemplateRequest,
@@ -26,11 +27,17 @@ def _chat(body: ChatInput) -> ChatPrompt:
     return chat_prompt(body.messages, body.tools, body.chat_template_kwargs)
 
 
+async def _loaded(request: Request, prompt: Prompt, model: str | None) -> Prompt:
+    """The prompt with its images loaded (they count as the model's image tokens)."""
+    return (await load_media(request, GenerationRequest(prompt, model=model))).prompts[0]
+
+
 @router.post("/tokenize", response_model=TokenizeResponse, responses=ERROR_RESPONSES)
-async def tokenize(body: TokenizeRequest, models: ModelsDep) -> TokenizeResponse:
-    """Token ids of raw text, or of a chat after the model's template."""
+async def tokenize(body: TokenizeRequest, models: ModelsDep, request: Request) -> TokenizeResponse:
+    """Token ids of raw text, or of a chat after the model's template (an image as its image
+    tokens)."""
     prompt = TextPrompt(body.prompt) if body.prompt is not None else _chat(body)
-    prepared = await models.tokenize(prompt, body.model)
+    prepared = await models.tokenize(await _loaded(request, prompt, body.model), body.model)
     return TokenizeResponse(
         count=len(prepared),
         max_model_len=models.get(body.model).max_length,
@@ -44,6 +51,9 @@ async def detokenize(body: DetokenizeRequest, models: ModelsDep) -> DetokenizeRe
 
 
 @router.post("/apply-template", response_model=ApplyTemplateResponse, responses=ERROR_RESPONSES)
-async def apply_template(body: ApplyTemplateRequest, models: ModelsDep) -> ApplyTemplateResponse:
+async def apply_template(
+    body: ApplyTemplateRequest, models: ModelsDep, request: Request
+) -> ApplyTemplateResponse:
     """A chat rendered with the model's template, as the model would get it."""
-    return ApplyTemplateResponse(prompt=(await models.tokenize(_chat(body), body.model)).text)
+    prompt = await _loaded(request, _chat(body), body.model)
+    return ApplyTemplateResponse(prompt=(await models.tokenize(prompt, body.model)).text)

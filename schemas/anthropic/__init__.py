@@ -2,8 +2,10 @@
 (response.py)."""
 
 from schemas.anthropic.blocks import (
+    Base64ImageSource,
     CacheControl,
     ContentBlockParam,
+    ImageBlockParam,
     MessageParam,
     RedactedThinkingBlockParam,
     TextBlockParam,
@@ -11,6 +13,7 @@ from schemas.anthropic.blocks import (
     ToolResultBlockParam,
     ToolResultContent,
     ToolUseBlockParam,
+    UrlImageSource,
 )
 from schemas.anthropic.request import (
     MAX_STOP_SEQUENCES,
@@ -63,6 +66,7 @@ __all__ = [
     "AnthropicErrorResponse",
     "AnthropicErrorType",
     "BlockDelta",
+    "Base64ImageSource",
     "CacheControl",
     "ContentBlock",
     "ContentBlockDeltaEvent",
@@ -71,6 +75,7 @@ __all__ = [
     "ContentBlockStopEvent",
     "CountTokensRequest",
     "CountTokensResponse",
+    "ImageBlockParam",
     "InputJsonDelta",
     "MAX_STOP_SEQUENCES",
     "METRICS_DESCRIPTION",
@@ -108,5 +113,6 @@ __all__ = [
     "ToolResultContent",
     "ToolUseBlock",
     "ToolUseBlockParam",
+    "UrlImageSource",
     "Usage",
 ]

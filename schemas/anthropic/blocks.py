@@ -1,6 +1,6 @@
 """Anthropic's Messages API: the content blocks a request's messages carry.
 
-Content this server cannot read (images, documents) is refused with a 400 that names the
+Content this server cannot read (documents and the like) is refused with a 400 that names the
 block, never dropped.
 """
 
@@ -13,7 +13,7 @@ from pydantic_core import PydanticCustomError
 
 from schemas.common import RequestModel
 
-_TEXT_ONLY = {"image", "document", "search_result", "container_upload"}
+_TEXT_ONLY = {"document", "search_result", "container_upload"}
 
 
 def _known_block(allowed: frozenset[str]) -> Any:
@@ -26,7 +26,7 @@ def _known_block(allowed: frozenset[str]) -> Any:
             if kind in _TEXT_ONLY:
                 raise PydanticCustomError(
                     "unsupported_block",
-                    "'{type}' blocks are not supported: this model reads text only",
+                    "'{type}' blocks are not supported: this server reads text and images",
                     {"type": kind},
                 )
             raise PydanticCustomError(
@@ -104,10 +104,36 @@ class RedactedThinkingBlockParam(RequestModel):
     cache_control: CacheControl | None = None
 
 
-_BLOCK_TYPES = frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"})
+class Base64ImageSource(RequestModel):
+    type: Literal["base64"]
+    media_type: Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+    data: str = Field(..., min_length=1)
+
+
+class UrlImageSource(RequestModel):
+    type: Literal["url"]
+    url: str = Field(
+        ...,
+        min_length=1,
+        description="Fetched only from hosts in GENAI_IMAGE_URL_HOSTS (none by default).",
+    )
+
+
+class ImageBlockParam(RequestModel):
+    """An image (user turns): base64 data or a URL the server may fetch."""
+
+    type: Literal["image"]
+    source: Annotated[Base64ImageSource | UrlImageSource, Field(discriminator="type")]
+    cache_control: CacheControl | None = None
+
+
+_BLOCK_TYPES = frozenset(
+    {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+)
 ContentBlockParam = Annotated[
     Annotated[
         TextBlockParam
+        | ImageBlockParam
         | ToolUseBlockParam
         | ToolResultBlockParam
         | ThinkingBlockParam
@@ -118,7 +144,7 @@ ContentBlockParam = Annotated[
 ]
 # Which blocks each role may send.
 _ROLE_BLOCKS: dict[str, frozenset[str]] = {
-    "user": frozenset({"text", "tool_result"}),
+    "user": frozenset({"text", "image", "tool_result"}),
     "assistant": frozenset({"text", "tool_use", "thinking", "redacted_thinking"}),
     "system": frozenset({"text"}),
 }
@@ -130,7 +156,7 @@ class MessageParam(RequestModel):
     )
     content: Annotated[list[ContentBlockParam], BeforeValidator(as_blocks)] = Field(
         description="A string, or content blocks: `text`; `tool_use` and `thinking` in "
-        "assistant turns; `tool_result` in user turns."
+        "assistant turns; `image` and `tool_result` in user turns."
     )
 
     @field_validator("content")

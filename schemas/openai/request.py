@@ -21,9 +21,9 @@ from pydantic_core import PydanticCustomError
 
 from schemas.common import (
     ChatMessage,
+    ContentPart,
     RequestModel,
     SamplingFields,
-    TextPart,
     content_value,
     only_with_stream,
 )
@@ -202,8 +202,10 @@ class OpenAIChatMessage(ChatMessage):
     """A chat message as OpenAI's API has it: an assistant's tool calls (its content may then
     be null) and a tool's result (``tool_call_id``) round-trip into the chat template."""
 
-    content: str | list[TextPart] | None = Field(  # type: ignore[assignment]
-        None, description="A string, or text parts; null for an assistant that calls tools."
+    content: str | list[ContentPart] | None = Field(  # type: ignore[assignment]
+        None,
+        description="A string, or text and image_url parts; null for an assistant that calls "
+        "tools.",
     )
     tool_calls: list[MessageToolCall] | None = Field(None, description="An assistant's calls.")
     tool_call_id: str | None = Field(None, description="The call a `tool` message answers.")

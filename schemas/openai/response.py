@@ -23,6 +23,11 @@ from schemas.openai.request import (
 # ---- responses -----------------------------------------------------------------------------
 class PromptTokensDetails(BaseModel):
     cached_tokens: int = Field(0, description="Prompt tokens served from the KV cache.")
+    image_tokens: int | None = Field(
+        None,
+        description="Prompt tokens that stand for images (only with images).",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class UsageInfo(BaseModel):
@@ -168,6 +173,9 @@ class ModelCard(BaseModel):
         None, description="Tokens per sequence (prompt + output); null while loading."
     )
     context_length: int | None = Field(None, description="Same as max_model_len.")
+    modalities: list[str] | None = Field(
+        None, description="What the model reads: text, and image or audio; null while loading."
+    )
 
 
 class ModelList(BaseModel):

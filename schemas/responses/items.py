@@ -95,13 +95,25 @@ class RefusalPart(RequestModel):
     refusal: str
 
 
-_TEXT_ONLY = "this model takes text only"
+class InputImage(RequestModel):
+    """An image: a ``data:`` URL, or an http(s) URL the server may fetch (only hosts in
+    GENAI_IMAGE_URL_HOSTS); uploaded files (``file_id``) are not kept here."""
+
+    type: Literal["input_image"]
+    image_url: str = Field(..., min_length=1)
+    detail: Literal["auto", "low", "high"] | None = Field(
+        None, description="Accepted; the model's processor decides the resolution."
+    )
+
+
+_PARTS = "parts are input_text, input_image, output_text or refusal"
+_TEXT_ONLY = "a call's output is text"
 
 MessagePart = Annotated[
-    InputText | OutputTextPart | RefusalPart,
+    InputText | InputImage | OutputTextPart | RefusalPart,
     Field(discriminator="type"),
     BeforeValidator(
-        _only_types("content part", ("input_text", "output_text", "refusal"), _TEXT_ONLY)
+        _only_types("content part", ("input_text", "input_image", "output_text", "refusal"), _PARTS)
     ),
 ]
 
@@ -122,7 +134,23 @@ class InputMessage(RequestModel):
 
     @property
     def text(self) -> str:
-        return "\n".join(p.refusal if isinstance(p, RefusalPart) else p.text for p in self.content)
+        return "\n".join(
+            p.refusal if isinstance(p, RefusalPart) else p.text
+            for p in self.content
+            if not isinstance(p, InputImage)
+        )
+
+    @property
+    def template_content(self) -> str | list[dict[str, str]]:
+        """The text; with images, the parts as chat templates take them (in order)."""
+        if not any(isinstance(p, InputImage) for p in self.content):
+            return self.text
+        return [
+            {"type": "image"}
+            if isinstance(p, InputImage)
+            else {"type": "text", "text": p.refusal if isinstance(p, RefusalPart) else p.text}
+            for p in self.content
+        ]
 
 
 class FunctionCallItem(RequestModel):

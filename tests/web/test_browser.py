@@ -143,3 +143,48 @@ def test_playground_streams_measures_and_stops(
     page.screenshot(path=str(shots[1]))
     print(f"playground screenshots: {', '.join(map(str, shots))} (long answers: {outcomes})")
     assert not page_errors, page_errors
+
+
+VISION = Path(__file__).resolve().parents[1] / "hub_models" / "qwen2.5-vl"
+
+
+@pytest.fixture(scope="module")
+def vision_server(chromium: str) -> Iterator[ServerProcess]:
+    with live_server(env={"GENAI_MODEL_DIR": str(VISION)}) as running:
+        yield running
+
+
+def test_playground_attaches_an_image_and_shows_it(
+    vision_server: ServerProcess, chromium: str
+) -> None:
+    """A file picked in the page goes as an image_url part; the conversation shows it, and
+    the answer is the oracle's (the vision test model's recorded greedy tokens)."""
+    import json
+
+    import onnxruntime_genai as og
+
+    case = json.loads((VISION / "expected.json").read_text())["cases"][0]
+    stream = og.Tokenizer(str(VISION)).create_stream()
+    want = "".join(stream.decode(t) for t in case["generated_ids"])
+    expect = sync_api.expect
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 760})
+            page.set_default_timeout(30_000)
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(vision_server.url + "/")
+            expect(page.locator("#model option")).to_have_count(1)
+            page.fill("#temperature", "0")
+            page.fill("#max-tokens", str(len(case["generated_ids"])))
+            page.set_input_files("#image", str(VISION / "images" / "square.png"))
+            expect(page.locator("#image-preview")).to_be_visible()
+            answer = send(page, "What is in the picture?")
+            expect(answer).to_have_attribute("data-outcome", "done")
+            expect(page.locator(".message.user img")).to_have_count(1)
+            expect(page.locator("#image-preview")).to_be_hidden()
+            assert answer.locator(".content").text_content() == want
+            assert not errors
+        finally:
+            browser.close()

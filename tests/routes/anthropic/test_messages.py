@@ -357,11 +357,11 @@ def test_a_repeated_prompt_reads_its_prefix_from_the_cache(client: TestClient) -
         ({"frequency_penalty": 1}, ["frequency_penalty", "not permitted"]),
         (
             {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
-            ["messages.0.content.0", "image", "text only"],
+            ["messages.0.content.0", "image", "source"],
         ),
         (
             {"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]},
-            ["messages.0.content.0", "document"],
+            ["messages.0.content.0", "document", "text and images"],
         ),
         (
             {

@@ -281,7 +281,9 @@ def test_image_parts_say_why(client: TestClient) -> None:
     resp = client.post(
         "/v1/chat/completions", json={"messages": [{"role": "user", "content": content}]}
     )
-    assert "image_url" in assert_error(resp, 400)["message"]
+    error = assert_error(resp, 400)
+    assert "'onnx-genai' does not take images" in error["message"]
+    assert error["param"] == "messages.0.content.0"
 
 
 @pytest.mark.parametrize("stream_", [False, True])
