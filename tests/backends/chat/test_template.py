@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -80,7 +81,47 @@ def test_what_the_template_refuses_is_a_400() -> None:
     templates = TemplateSet({"default": "{{ raise_exception('roles must alternate') }}"}, {})
     with pytest.raises(InvalidRequest, match="roles must alternate") as exc:
         render_chat(templates, ChatPrompt([{"role": "user", "content": "x"}]))
-    assert exc.value.param == "messages"
+    assert exc.value.param == "messages.0"
+
+
+# Fails on a message whose content is not text, as templates that concatenate do.
+CONCATENATING = "{% for m in messages %}{{ m.role + ':' + m.content }}{% endfor %}"
+USER: dict[str, Any] = {"role": "user", "content": "x"}
+
+
+@pytest.mark.unit
+def test_any_exception_a_template_raises_is_a_400_naming_the_message() -> None:
+    templates = TemplateSet({"default": CONCATENATING}, {})
+    messages: list[dict[str, Any]] = [
+        USER,
+        {"role": "assistant", "content": "y"},
+        {"role": "tool", "content": [1]},
+    ]
+    with pytest.raises(InvalidRequest) as exc:
+        render_chat(templates, ChatPrompt(messages))
+    assert exc.value.param == "messages.2"
+    assert "first at messages[2] (role 'tool')" in str(exc.value) and "TypeError" in str(exc.value)
+
+
+@pytest.mark.unit
+def test_the_message_named_is_the_first_one_the_failure_shows_on() -> None:
+    # The template reads the whole conversation; the failure appears with the second message.
+    refuses_two = "{% if messages|length > 1 %}{{ raise_exception('one message only') }}{% endif %}"
+    templates = TemplateSet({"default": refuses_two}, {})
+    with pytest.raises(InvalidRequest, match="one message only") as exc:
+        render_chat(templates, ChatPrompt([USER, USER, USER]))
+    assert exc.value.param == "messages.1"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("content", [None, "missing"])
+def test_a_null_or_missing_content_renders_as_an_empty_string(content: str | None) -> None:
+    templates = TemplateSet({"default": CONCATENATING}, {})
+    calls = [{"id": "c", "function": {"name": "f"}}]
+    call: dict[str, Any] = {"role": "assistant", "tool_calls": calls}
+    if content is None:
+        call["content"] = None
+    assert render_chat(templates, ChatPrompt([USER, call])) == "user:xassistant:"
     with pytest.raises(InvalidRequest) as exc:
         render_chat(TemplateSet({}, {}), ChatPrompt([{"role": "user", "content": "x"}], tools=[{}]))
     assert exc.value.param == "tools"
