@@ -1,9 +1,13 @@
-"""schemathesis over the server's own /openapi.json, against a live server with and without an
-API key: a few hundred generated requests (valid and not), zero 5xx, and every response as the
-schema declares it (status code, content type, body)."""
+"""The fuzz tier: schemathesis over the server's whole /openapi.json, against a live server
+with and without an API key, 100 generated requests (valid and not) per operation: zero 5xx,
+and every response as the schema declares it (status code, content type, body).
+
+Part of the live tier (it starts servers) and marked ``fuzz``: ``pytest -m fuzz`` runs it
+alone, ``-m "not fuzz"`` leaves it out. The cases are derandomized, so a failure replays."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,7 +22,7 @@ from schemathesis.specs.openapi.checks import (
 
 from bench.server import ServerProcess, live_server
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.fuzz]
 
 KEY = "schemathesis-key"
 CHECKS = [
@@ -27,8 +31,7 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-# Small enough for CI: (the operations, 16 today) x 2 servers x this many cases.
-EXAMPLES = 15
+EXAMPLES = 100  # per operation and server
 
 
 @pytest.fixture(scope="module", params=["open", "keyed"])
@@ -46,6 +49,8 @@ def test_the_api_keeps_its_contract(server: tuple[ServerProcess, dict[str, str]]
     failures: list[str] = []
     operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]
     assert len(operations) >= 12  # the schema was read (every door has routes)
+    cases = 0
+    began = time.perf_counter()
 
     for operation in operations:
 
@@ -58,10 +63,15 @@ def test_the_api_keeps_its_contract(server: tuple[ServerProcess, dict[str, str]]
             database=None,
         )
         def check(case: schemathesis.Case) -> None:
+            nonlocal cases
+            cases += 1
             case.call_and_validate(base_url=running.url, headers=headers, checks=CHECKS, timeout=30)
 
         try:
             check()
         except Exception as exc:  # every operation is tried; all failures are reported
             failures.append(f"{operation.label}: {exc}")
+    elapsed = time.perf_counter() - began
+    print(f"\nfuzz: {cases} cases over {len(operations)} operations in {elapsed:.1f} s")
     assert not failures, "\n\n".join(failures)
+    assert cases >= len(operations) * 10  # hypothesis ran (some schemas allow fewer cases)
