@@ -39,7 +39,9 @@ ENV_FILE = ".env"
 Device = Literal["auto", "cpu", "cuda", "directml", "coreml", "webgpu", "openvino", "qnn"]
 SchedulerName = Literal["auto", "generator", "engine", "batch"]
 # Tied to backends.chat.parsers' registry by tests/schemas/test_settings.py.
-ToolParserName = Literal["auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json"]
+ToolParserName = Literal[
+    "auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json", "deepseek_v3"
+]
 ReasoningParserName = Literal["auto", "none", "think", "mistral"]
 
 
@@ -138,7 +140,7 @@ class ModelSettings(BaseSettings):
         "GENAI_TOOL_PARSER",
         "tool_parser",
         "How the model writes tool calls: auto (read off its chat template), none, hermes "
-        "(Qwen, Hermes), llama3_json, mistral or phi4_mini_json.",
+        "(Qwen, Hermes), llama3_json, mistral, phi4_mini_json or deepseek_v3.",
     )
     reasoning_parser: ReasoningParserName = _setting(
         "auto",
