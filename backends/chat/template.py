@@ -122,15 +122,27 @@ class ChatTemplate:
         self, chat: list[dict[str, Any]], variables: Mapping[str, Any], reason: str
     ) -> int | None:
         """The message a failure belongs to: the first one whose conversation up to it
-        already fails the same way (a template fails on the message it is reading); None
-        when only the whole conversation fails."""
-        for index in range(len(chat)):
+        already fails the same way (a template fails on the message it is reading), found by
+        bisection, so a long conversation costs a few renders; None when the conversation
+        fails only as a whole (the template does not fail the same way twice)."""
+
+        def fails(end: int) -> bool:
             try:
-                self._template.render(messages=chat[: index + 1], **variables)
+                self._template.render(messages=chat[:end], **variables)
             except Exception as exc:
-                if _reason(exc) == reason:
-                    return index
-        return None
+                return _reason(exc) == reason
+            return False
+
+        low, high = 1, len(chat)  # the shortest failing conversation has ``high`` messages
+        if not chat or not fails(high):
+            return None
+        while low < high:
+            middle = (low + high) // 2
+            if fails(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return high - 1
 
 
 @dataclass(frozen=True)

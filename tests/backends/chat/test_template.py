@@ -5,7 +5,14 @@ from typing import Any
 
 import pytest
 
-from backends.chat.template import TemplateSet, encode_chat, render_chat, render_fallback
+from backends.chat.template import (
+    ChatTemplate,
+    TemplateError,
+    TemplateSet,
+    encode_chat,
+    render_chat,
+    render_fallback,
+)
 from backends.core.request import ChatPrompt
 from backends.errors import InvalidRequest
 from backends.models.folder import inspect_model_folder
@@ -111,6 +118,29 @@ def test_the_message_named_is_the_first_one_the_failure_shows_on() -> None:
     with pytest.raises(InvalidRequest, match="one message only") as exc:
         render_chat(templates, ChatPrompt([USER, USER, USER]))
     assert exc.value.param == "messages.1"
+
+
+@pytest.mark.unit
+def test_naming_the_message_costs_a_few_renders_in_a_long_conversation() -> None:
+    # Rendering runs on the model's owner thread: a failing conversation of a thousand
+    # messages must not cost a thousand renders of it.
+    template = ChatTemplate(CONCATENATING, {})
+    renders = 0
+    compiled = template._template
+
+    class Counting:
+        def render(self, **variables: Any) -> str:
+            nonlocal renders
+            renders += 1
+            return compiled.render(**variables)
+
+    template._template = Counting()  # type: ignore[assignment]
+    messages: list[dict[str, Any]] = [USER] * 1000
+    messages[700] = {"role": "tool", "content": [1]}
+    with pytest.raises(TemplateError) as exc:
+        template.render(messages)
+    assert exc.value.index == 700
+    assert renders <= 13  # the whole, then a bisection (log2 1000 < 10)
 
 
 @pytest.mark.unit
