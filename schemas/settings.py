@@ -43,6 +43,7 @@ ToolParserName = Literal[
     "auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json", "deepseek_v3"
 ]
 ReasoningParserName = Literal["auto", "none", "think", "mistral"]
+MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
 
 
 def split_csv(value: str | None) -> list[str]:
@@ -156,6 +157,7 @@ class ModelSettings(BaseSettings):
         "batch scheduler: KV cache memory for all slots, in MiB, reserved at start; the "
         "tokens per sequence are the max length or what this budget gives each slot.",
         gt=0,
+        le=MAX_KV_CACHE_MIB,
     )
 
     @field_validator("device", mode="before")
