@@ -37,10 +37,21 @@ def main() -> None:
             add_generation_prompt=True,
             tokenize=False,
         )
+    builtin = json.loads((FAMILIES / "builtin_loop.json").read_text(encoding="utf-8"))
+    family = families[builtin["family"]]
+    template = (FAMILIES / "templates" / family["template"]).read_text(encoding="utf-8")
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER), **family["tokens"])
+    renders[builtin["family"] + "_builtin"] = tokenizer.apply_chat_template(
+        builtin["reference"],
+        chat_template=template,
+        add_generation_prompt=True,
+        tokenize=False,
+        **builtin["template_args"],
+    )
     out = {"transformers": transformers.__version__, "renders": renders}
     path = FAMILIES / "renders.json"
     path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(f"{len(renders)} families rendered to {path.relative_to(ROOT)}")
+    print(f"{len(renders)} renders written to {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from backends.chat.parsers import ToolCall, get_tool_parser
 from backends.chat.template import TemplateSet, render_chat
 from routes.door.convert import chat_prompt
 from schemas.openai.request import ChatCompletionRequest
@@ -34,7 +35,7 @@ def family_templates(name: str) -> TemplateSet:
 
 
 def test_every_family_was_recorded() -> None:
-    assert set(RENDERS) == set(FAMILIES)
+    assert set(RENDERS) == {*FAMILIES, "llama3_1_builtin"}
     assert len(FAMILIES) == 9
 
 
@@ -46,3 +47,18 @@ def test_a_tool_loop_renders_as_transformers_renders_it(name: str) -> None:
     )
     prompt = chat_prompt(body.messages, body.tools)
     assert render_chat(family_templates(name), prompt) == RENDERS[name]
+
+
+BUILTIN = json.loads((HERE / "builtin_loop.json").read_text(encoding="utf-8"))
+
+
+def test_a_llama_built_in_tool_loop_renders_and_its_call_parses_back() -> None:
+    body = ChatCompletionRequest.model_validate({"messages": BUILTIN["request"]})
+    prompt = chat_prompt(body.messages, None, BUILTIN["template_args"])
+    text = render_chat(family_templates(BUILTIN["family"]), prompt)
+    assert text == RENDERS["llama3_1_builtin"]
+    # What the template writes for the call is what the parser reads back as that call.
+    written = text[text.index("<|python_tag|>") : text.index("<|eom_id|>")]
+    parsed = get_tool_parser("llama3_json").extract(written)
+    assert parsed.content == ""
+    assert parsed.calls == [ToolCall("brave_search", '{"query": "weather in Paris"}')]
