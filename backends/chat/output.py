@@ -83,7 +83,7 @@ class ChatOutput:
         return OutputDelta(rest.content, reasoning, rest.calls)
 
     def _content(self, text: str, *, final: bool) -> OutputDelta:
-        if self._tools is None:
+        if self._tools is None or self._parser is None:
             return OutputDelta(text)
         events = self._tools.feed(text) if text else []
         if final:
@@ -95,7 +95,6 @@ class ChatOutput:
                 content.append(event.text)
             elif isinstance(event, ToolCallStart):
                 # The model's own id when it wrote one, else one its templates accept.
-                assert self._parser is not None
                 call = ToolCallResult(event.id or self._parser.new_call_id(), event.name, "")
                 self.calls[event.index] = call
                 calls.append(CallDelta(event.index, call.id, call.name))
