@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from schemas.settings import (
+    MAX_KV_CACHE_MIB,
     Device,
     ModelSettings,
     ReasoningParserName,
@@ -56,7 +57,7 @@ class ModelEntry(BaseModel):
     scheduler: SchedulerName | None = None
     prefill_chunk: int | None = Field(None, ge=16)
     cache_sequences: int | None = Field(None, ge=0)
-    kv_cache_mib: float | None = Field(None, gt=0)
+    kv_cache_mib: float | None = Field(None, gt=0, le=MAX_KV_CACHE_MIB)
     tool_parser: ToolParserName | None = None
     reasoning_parser: ReasoningParserName | None = None
     adapters: dict[str, Path] = Field(

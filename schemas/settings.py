@@ -39,8 +39,11 @@ ENV_FILE = ".env"
 Device = Literal["auto", "cpu", "cuda", "directml", "coreml", "webgpu", "openvino", "qnn"]
 SchedulerName = Literal["auto", "generator", "engine", "batch"]
 # Tied to backends.chat.parsers' registry by tests/schemas/test_settings.py.
-ToolParserName = Literal["auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json"]
+ToolParserName = Literal[
+    "auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json", "deepseek_v3"
+]
 ReasoningParserName = Literal["auto", "none", "think", "mistral"]
+MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
 
 
 def split_csv(value: str | None) -> list[str]:
@@ -138,7 +141,7 @@ class ModelSettings(BaseSettings):
         "GENAI_TOOL_PARSER",
         "tool_parser",
         "How the model writes tool calls: auto (read off its chat template), none, hermes "
-        "(Qwen, Hermes), llama3_json, mistral or phi4_mini_json.",
+        "(Qwen, Hermes), llama3_json, mistral, phi4_mini_json or deepseek_v3.",
     )
     reasoning_parser: ReasoningParserName = _setting(
         "auto",
@@ -154,6 +157,7 @@ class ModelSettings(BaseSettings):
         "batch scheduler: KV cache memory for all slots, in MiB, reserved at start; the "
         "tokens per sequence are the max length or what this budget gives each slot.",
         gt=0,
+        le=MAX_KV_CACHE_MIB,
     )
 
     @field_validator("device", mode="before")

@@ -8,7 +8,6 @@ Every door (chat completions, Responses, Messages) reads the same split, streame
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from backends.chat.parsers import (
@@ -49,10 +48,6 @@ class OutputDelta:
     calls: tuple[CallDelta, ...] = ()
 
 
-def call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
-
-
 class ChatOutput:
     """Feed one choice's text in order, then ``finish`` once."""
 
@@ -62,6 +57,7 @@ class ChatOutput:
         reasoning: ReasoningParser | None,
         starts_in_reasoning: bool = False,
     ) -> None:
+        self._parser = tools
         self._tools: ToolCallStream | None = tools.stream() if tools is not None else None
         self._reasoning: ReasoningStream | None = (
             reasoning.stream(starts_in_reasoning=starts_in_reasoning)
@@ -87,7 +83,7 @@ class ChatOutput:
         return OutputDelta(rest.content, reasoning, rest.calls)
 
     def _content(self, text: str, *, final: bool) -> OutputDelta:
-        if self._tools is None:
+        if self._tools is None or self._parser is None:
             return OutputDelta(text)
         events = self._tools.feed(text) if text else []
         if final:
@@ -98,7 +94,8 @@ class ChatOutput:
             if isinstance(event, ContentDelta):
                 content.append(event.text)
             elif isinstance(event, ToolCallStart):
-                call = ToolCallResult(call_id(), event.name, "")
+                # The model's own id when it wrote one, else one its templates accept.
+                call = ToolCallResult(event.id or self._parser.new_call_id(), event.name, "")
                 self.calls[event.index] = call
                 calls.append(CallDelta(event.index, call.id, call.name))
             elif isinstance(event, ToolCallArgumentsDelta):

@@ -38,7 +38,28 @@ FALLBACK_ROLE_PREFIX = {
 
 
 class TemplateError(Exception):
-    """The chat template refused the messages (its ``raise_exception``) or failed."""
+    """The chat template refused the messages (its ``raise_exception``) or failed; ``index``
+    is the message it failed on, when that can be told."""
+
+    def __init__(self, reason: str, index: int | None = None) -> None:
+        super().__init__(reason)
+        self.index = index
+
+
+def template_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A message as chat templates expect it: a null or missing ``content`` (an assistant turn
+    that only calls tools, as OpenAI clients send it back) is ``""``, as vLLM and llama.cpp
+    pass it; templates test it with string methods and ``in``, which fail on None."""
+    out = dict(message)
+    if out.get("content") is None:
+        out["content"] = ""
+    return out
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, TemplateError):  # its own raise_exception: the template's words
+        return str(exc)
+    return f"the chat template failed: {type(exc).__name__}: {exc}"
 
 
 def render_fallback(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -87,16 +108,41 @@ class ChatTemplate:
         variables = {
             **self.special_tokens,
             **(template_args or {}),
-            "messages": [dict(m) for m in messages],
             "tools": [dict(t) for t in tools] if tools else None,
             "add_generation_prompt": True,
         }
+        chat = [template_message(m) for m in messages]
         try:
-            return self._template.render(**variables)
-        except TemplateError:
-            raise
-        except jinja2.TemplateError as exc:
-            raise TemplateError(f"the chat template failed: {exc}") from None
+            return self._template.render(messages=chat, **variables)
+        except Exception as exc:  # a template is a program: whatever it raises is the request's
+            reason = _reason(exc)
+        raise TemplateError(reason, self._culprit(chat, variables, reason))
+
+    def _culprit(
+        self, chat: list[dict[str, Any]], variables: Mapping[str, Any], reason: str
+    ) -> int | None:
+        """The message a failure belongs to: the first one whose conversation up to it
+        already fails the same way (a template fails on the message it is reading), found by
+        bisection, so a long conversation costs a few renders; None when the conversation
+        fails only as a whole (the template does not fail the same way twice)."""
+
+        def fails(end: int) -> bool:
+            try:
+                self._template.render(messages=chat[:end], **variables)
+            except Exception as exc:
+                return _reason(exc) == reason
+            return False
+
+        low, high = 1, len(chat)  # the shortest failing conversation has ``high`` messages
+        if not chat or not fails(high):
+            return None
+        while low < high:
+            middle = (low + high) // 2
+            if fails(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return high - 1
 
 
 @dataclass(frozen=True)
@@ -126,8 +172,14 @@ def render_chat(templates: TemplateSet, prompt: ChatPrompt) -> str:
     try:
         return template.render(prompt.messages, prompt.tools, prompt.template_args)
     except TemplateError as exc:
+        if exc.index is None:
+            where, param = "the messages", "messages"
+        else:
+            role = prompt.messages[exc.index].get("role")
+            where = f"the messages, first at messages[{exc.index}] (role {role!r})"
+            param = f"messages.{exc.index}"
         raise InvalidRequest(
-            f"The model's chat template refused the messages: {exc}", param="messages"
+            f"The model's chat template refused {where}: {exc}", param=param
         ) from None
 
 

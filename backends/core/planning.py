@@ -210,7 +210,9 @@ def apply_tools(request: GenerationRequest, chat_format: ChatFormat) -> Generati
         return request
     sampling = dataclasses.replace(request.sampling, guidance=("lark_grammar", plan.grammar))
     names = {**request.param_names, "guidance": "tools"}
-    return dataclasses.replace(request, sampling=sampling, param_names=names)
+    # The grammar writes the call at once: no thinking to split out, even where the template's
+    # generation prompt opened a think block (QwQ, DeepSeek-R1), which would swallow the call.
+    return dataclasses.replace(request, sampling=sampling, param_names=names, split_reasoning=False)
 
 
 def output_format(request: GenerationRequest, chat_format: ChatFormat) -> ChatFormat | None:

@@ -139,6 +139,18 @@ def resolve_max_length(requested: int | None, context_length: int) -> int:
     return requested
 
 
+def check_threads(requested: int | None) -> int:
+    """The intra-op threads: every usable CPU unless set. More threads than CPUs only take
+    turns on them, and onnxruntime makes each one at load (thousands of them took minutes)."""
+    cpus = usable_cpus()
+    if requested is not None and requested > cpus:
+        raise StartupError(
+            f"GENAI_INTRA_OP_THREADS={requested} is more than the {cpus} CPUs this process "
+            "may use."
+        )
+    return requested or cpus
+
+
 def check_adapters(cfg: ModelConfig) -> None:
     missing = [f"{name} ({path})" for name, path in cfg.adapters.items() if not path.is_file()]
     if missing:
@@ -152,7 +164,7 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
     folder = inspect_model_folder(cfg.path, provider=choice.name, variant=cfg.variant)
     log.info("execution provider: %s (%s)", choice.name, choice.reason)
     max_length = resolve_max_length(cfg.max_length, folder.context_length)
-    threads = cfg.intra_op_threads or usable_cpus()
+    threads = check_threads(cfg.intra_op_threads)
     try:
         config = og.Config(str(folder.path))
         apply_provider(config, choice)

@@ -67,7 +67,8 @@ def _tool_message(block: ToolResultBlockParam) -> dict[str, Any]:
     text = _text(block.content)
     if block.is_error:  # templates have no field for it: the model reads it
         text = f"Error: {text}" if text else "Error"
-    return {"role": "tool", "tool_call_id": block.tool_use_id, "content": text}
+    call_id = ids.template_call_id(ids.TOOL_USE, block.tool_use_id)
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 def _user_content(blocks: list[Any]) -> str | list[dict[str, str]]:
@@ -96,7 +97,11 @@ def _turn(
     if message.role == "assistant":
         text = _text([b for b in message.content if isinstance(b, TextBlockParam)])
         calls = [
-            {"id": b.id, "type": "function", "function": {"name": b.name, "arguments": b.input}}
+            {
+                "id": ids.template_call_id(ids.TOOL_USE, b.id),
+                "type": "function",
+                "function": {"name": b.name, "arguments": b.input},
+            }
             for b in message.content
             if isinstance(b, ToolUseBlockParam)
         ]

@@ -28,3 +28,11 @@ def call_id_as(prefix: str, call_id: str) -> str:
     """The core's tool call id under another protocol's prefix (``call_x`` → ``toolu_x``), so
     the same call keeps the same id however it is named."""
     return prefix + call_id.removeprefix(_CORE_CALL)
+
+
+def template_call_id(prefix: str, call_id: str) -> str:
+    """A call id a client sends back under ``prefix``, as the chat template gets it: without
+    the prefix (``toolu_a1B2c3D4e`` → ``a1B2c3D4e``), so a Mistral model's 9-character ids
+    render again. A core ``call_`` the id lost on the way out is not put back: no template
+    needs it (those that read ids compare them with each other or check Mistral's form)."""
+    return call_id.removeprefix(prefix)

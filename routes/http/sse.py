@@ -45,21 +45,27 @@ async def sse_events(
         yield _event(error_event(f.status, f.body) if error_event else json.dumps(f.body))
 
 
-def sse_response_doc(description: str, *events: type[BaseModel]) -> dict[str, Any]:
+def sse_response_doc(
+    description: str, *events: type[BaseModel], done: bool = False
+) -> dict[str, Any]:
     """The OpenAPI response of a streaming route: a text/event-stream body. As OpenAPI 3.1
     reads a stream's ``schema`` (3.2's ``itemSchema``), it describes one event: its ``data``
-    is JSON, one of ``events`` or an error (or the literal ``[DONE]`` where the text says so);
-    the event models are listed under components/schemas (:func:`document_event_schemas`)."""
+    is JSON, one of ``events`` or an error, or (``done``: OpenAI's streams) the literal
+    ``[DONE]``; the event models are listed under components/schemas
+    (:func:`document_event_schemas`)."""
     models: tuple[type[BaseModel], ...] = (*events, ErrorResponse)
     refs = [{"$ref": f"#/components/schemas/{m.__name__}"} for m in models]
+    data: dict[str, Any] = {
+        "type": "string",
+        "contentMediaType": "application/json",
+        "contentSchema": {"anyOf": refs},
+    }
+    if done:
+        data = {"anyOf": [data, {"const": "[DONE]"}]}
     event = {
         "type": "object",
         "properties": {
-            "data": {
-                "type": "string",
-                "contentMediaType": "application/json",
-                "contentSchema": {"anyOf": refs},
-            },
+            "data": data,
             "event": {"type": "string"},
             "id": {"type": "string"},
             "retry": {"type": "integer"},

@@ -37,6 +37,7 @@ def _with_stream(chunk: type[BaseModel], what: str) -> dict[int | str, dict[str,
         "(see components/schemas), ended by `data: [DONE]`. An error after the stream started "
         'arrives as `data: {"error": {...}}` and ends the stream.',
         chunk,
+        done=True,
     )
     return {200: stream, **ERROR_RESPONSES}
 

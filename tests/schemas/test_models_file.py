@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from backends.config import Limits, ModelConfig, service_configs
-from schemas.models_file import model_fields, served_model_fields
+from schemas.models_file import ModelEntry, model_fields, served_model_fields
 from schemas.settings import DEMO_MODEL_DIR, Settings, SettingsError
 
 pytestmark = pytest.mark.unit
@@ -93,3 +94,11 @@ def test_unset_fields_take_the_model_settings_and_paths_are_relative(tmp_path: P
     assert config.model.device == "cpu" and config.model.adapters == {
         "a-lora": tmp_path / "x.onnx_adapter"
     }
+
+
+@pytest.mark.parametrize("mib", [0, 2.0**31, 8.39e307])
+def test_a_kv_budget_out_of_range_is_refused(mib: float) -> None:
+    with pytest.raises(ValidationError, match="kv_cache_mib"):
+        ModelEntry(name="m", path=Path("m"), kv_cache_mib=mib)
+    with pytest.raises(ValidationError, match="kv_cache_mib"):
+        Settings.load(kv_cache_mib=mib)

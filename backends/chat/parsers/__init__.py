@@ -8,13 +8,15 @@ stream, writing back into the text the marker tokens the decoder drops
 format's :meth:`ToolParser.forced_call_grammar` to the sampler as a Lark grammar (llguidance).
 
 One module per tool-call format, registered by name: ``hermes`` (Hermes 2 Pro, Qwen2.5,
-Qwen3), ``llama3_json`` (Llama 3.x), ``mistral`` and ``phi4_mini_json`` (Phi-4-mini).
+Qwen3), ``llama3_json`` (Llama 3.x, with its built-in ``<|python_tag|>`` calls),
+``mistral``, ``phi4_mini_json`` (Phi-4-mini) and ``deepseek_v3`` (DeepSeek-V3, R1 and the R1
+distills).
 """
 
 from __future__ import annotations
 
 # The format modules register themselves when imported.
-from backends.chat.parsers import hermes, llama3_json, mistral, phi4_mini  # noqa: F401
+from backends.chat.parsers import deepseek, hermes, llama3_json, mistral, phi4_mini  # noqa: F401
 from backends.chat.parsers.catalog import (
     UnknownParser,
     choose_reasoning_parser,

@@ -22,8 +22,9 @@ from backends.chat.parsers.json_scan import JsonScanner, ScanStatus
 
 WS = " \t\r\n"
 ARGUMENT_KEYS = ("arguments", "parameters")  # Llama 3 says "parameters", the others "arguments"
-# Keys a call object may carry besides its name and arguments (Mistral adds an id, some models
-# a type); any other key means this JSON is not a call, which is known without reading further.
+# Keys a call object may carry besides its name and arguments (Mistral adds an id, which is
+# kept, some models a type); any other key means this JSON is not a call, which is known
+# without reading further.
 IGNORED_KEYS = ("id", "type")
 
 
@@ -33,6 +34,7 @@ class PendingCall:
     arguments: str | None = None  # set once the call is complete and valid
     streamed: str = ""  # the arguments' text read so far, when ``streamable``
     streamable: bool = False
+    id: str | None = None  # the call's id, when the model writes one (Mistral)
 
 
 def loads(text: str) -> tuple[bool, Any]:
@@ -73,8 +75,9 @@ class Body(ABC):
 
 class CallObject(Body):
     """``{"name": "f", "arguments": {...}}``: keys in any order, ``parameters`` for
-    ``arguments``; ``id`` and ``type`` keys are ignored. Missing arguments mean ``{}`` when
-    ``arguments_optional`` (a tool without parameters, called after an unambiguous marker)."""
+    ``arguments``; a string ``id`` is the call's id, a ``type`` is ignored. Missing arguments
+    mean ``{}`` when ``arguments_optional`` (a tool without parameters, called after an
+    unambiguous marker)."""
 
     def __init__(self, *, arguments_optional: bool = True) -> None:
         self.status: ScanStatus = "open"
@@ -162,6 +165,10 @@ class CallObject(Body):
             if self._raw_arguments is not None:  # both "arguments" and "parameters"
                 self.status = "error"
             self._raw_arguments = self._raw
+        elif self._key == "id":
+            ok, value = loads(self._raw)
+            if ok and isinstance(value, str) and value:
+                self.call.id = value
 
     def _finish_object(self) -> None:
         if self.call.name is None:

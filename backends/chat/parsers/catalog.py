@@ -14,6 +14,7 @@ from backends.chat.parsers.tool_parser import ToolParser
 
 ParserClass = TypeVar("ParserClass", bound=type[ToolParser])
 
+DEEPSEEK_CALLS = "<｜tool▁calls▁begin｜>"
 _TOOL_PARSERS: dict[str, type[ToolParser]] = {}  # each format module registers itself
 _REASONING_PARSERS: dict[str, ReasoningParser] = {"think": THINK, "mistral": MISTRAL_THINK}
 
@@ -69,6 +70,9 @@ def choose_tool_parser(
 
     The first rule that holds wins:
 
+    0. ``<｜tool▁calls▁begin｜>`` is a token or in the template (DeepSeek-V3, R1 and its
+       distills, whose templates render past calls but never mention ``tools``):
+       ``deepseek_v3``;
     1. the template never mentions ``tools``: None (the model cannot be given tools);
     2. ``[TOOL_CALLS]`` is a token or in the template: ``mistral``;
     3. ``<|tool_call|>`` is a token (Phi-4-mini): ``phi4_mini_json``;
@@ -80,6 +84,8 @@ def choose_tool_parser(
     """
     template = chat_template or ""
     tokens = set(special_tokens)
+    if DEEPSEEK_CALLS in tokens or DEEPSEEK_CALLS in template:
+        return "deepseek_v3"
     if "tools" not in template:
         return None
     if "[TOOL_CALLS]" in tokens or "[TOOL_CALLS]" in template:

@@ -6,6 +6,9 @@ JSON object, sometimes after the ``<|python_tag|>`` token; parallel calls are se
 
     {"name": "get_weather", "parameters": {"city": "Paris"}}; {"name": "get_time", ...}
 
+A built-in tool (brave_search, wolfram_alpha) is called in Python after ``<|python_tag|>``:
+``brave_search.call(query="...")`` (:mod:`.python_call`).
+
 A bare ``{`` opens a call only at the start of the output or right after a call: JSON further
 into a prose answer is content (vLLM also looks there when not streaming, and so disagrees with
 its own streaming). A call must carry its ``parameters`` (or ``arguments``), since a bare
@@ -21,6 +24,7 @@ from backends.chat.parsers.call_bodies import CallObject
 from backends.chat.parsers.catalog import register_tool_parser
 from backends.chat.parsers.grammar import forced_call_grammar as build_grammar
 from backends.chat.parsers.grammar import json_call_header, lark_string
+from backends.chat.parsers.python_call import JsonOrPythonCall
 from backends.chat.parsers.tool_parser import ToolParser
 from backends.chat.parsers.types import ToolSpec
 
@@ -35,6 +39,8 @@ class Llama3JsonToolParser(ToolParser):
 
     def open_block(self, marker: str) -> CallBlock:
         body = CallObject(arguments_optional=False)
+        if marker == PYTHON_TAG:
+            return CallBlock(JsonOrPythonCall(body))
         if marker == "{":
             body.feed(marker, 0)  # the marker is the object's own first character
         return CallBlock(body)

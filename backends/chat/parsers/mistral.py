@@ -18,6 +18,8 @@ accepted too. The grammar uses the v11 form when the vocabulary has ``[ARGS]``.
 from __future__ import annotations
 
 import re
+import secrets
+import string
 from collections.abc import Sequence
 
 from backends.chat.parsers.call_block import CallBlock
@@ -33,12 +35,19 @@ TOOL_CALLS = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
 CALL_ID = "[CALL_ID]"
 NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+ID_CHARS = string.ascii_letters + string.digits
+ID_LENGTH = 9  # Mistral's templates refuse any other call id
 
 
 @register_tool_parser("mistral")
 class MistralToolParser(ToolParser):
     markers = (TOOL_CALLS,)
     marker_tokens = (TOOL_CALLS, ARGS, CALL_ID)
+
+    def new_call_id(self) -> str:
+        """Nine letters and digits: Mistral's chat templates refuse any other id ("Tool call
+        IDs should be alphanumeric strings with length 9!"), as mistral-common makes them."""
+        return "".join(secrets.choice(ID_CHARS) for _ in range(ID_LENGTH))
 
     def open_block(self, marker: str) -> CallBlock:
         return CallBlock(MistralBody())
@@ -141,7 +150,7 @@ class NamedCall(Body):
                 self._tag += c
                 self._read_tag()
             elif state == "call_id" and c.isalnum():
-                pass
+                self.call.id = (self.call.id or "") + c
             elif state == "before_args" and c in WS:
                 pass
             else:

@@ -10,6 +10,7 @@ why ``extract`` and the stream agree by construction.
 
 from __future__ import annotations
 
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
@@ -46,6 +47,12 @@ class ToolParser(ABC):
         the text it feeds (Llama's ``<|python_tag|>``, Mistral's ``[TOOL_CALLS]``, Phi-4-mini's
         ``<|tool_call|>``); without them the calls read as plain text."""
         return {self.special_tokens[t]: t for t in self.marker_tokens if t in self.special_tokens}
+
+    def new_call_id(self) -> str:
+        """An id for a call the model wrote without one, in the form the format's chat
+        templates accept when a client sends it back (OpenAI's ``call_`` and 24 hex digits
+        unless the format says otherwise)."""
+        return f"call_{uuid.uuid4().hex[:24]}"
 
     @abstractmethod
     def open_block(self, marker: str) -> CallBlock:

@@ -205,7 +205,7 @@ class ToolCallStream:
                 self._ids.append(self._next_index)
                 self._sent.append(0)
                 self._next_index += 1
-                out.append(ToolCallStart(self._ids[k], call.name))
+                out.append(ToolCallStart(self._ids[k], call.name, call.id))
             text = call.arguments if call.arguments is not None else call.streamed
             if len(text) > self._sent[k]:
                 out.append(ToolCallArgumentsDelta(self._ids[k], text[self._sent[k] :]))

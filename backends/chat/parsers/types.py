@@ -10,10 +10,12 @@ from typing import Any
 @dataclass(frozen=True)
 class ToolCall:
     """One call the model made. ``arguments`` is a JSON object as a string, as the model wrote
-    it (its own spacing is kept, so a streamed call and a whole one give the same string)."""
+    it (its own spacing is kept, so a streamed call and a whole one give the same string);
+    ``id`` is the call's id when the model wrote one (Mistral's)."""
 
     name: str
     arguments: str
+    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -28,16 +30,18 @@ class ParsedOutput:
         """Put a stream's events back together (what a client sees once the stream ended)."""
         content: list[str] = []
         names: dict[int, str] = {}
+        ids: dict[int, str | None] = {}
         arguments: dict[int, list[str]] = {}
         for event in events:
             if isinstance(event, ContentDelta):
                 content.append(event.text)
             elif isinstance(event, ToolCallStart):
                 names[event.index] = event.name
+                ids[event.index] = event.id
                 arguments[event.index] = []
             elif isinstance(event, ToolCallArgumentsDelta):
                 arguments[event.index].append(event.text)
-        calls = [ToolCall(names[i], "".join(arguments[i])) for i in sorted(names)]
+        calls = [ToolCall(names[i], "".join(arguments[i]), ids[i]) for i in sorted(names)]
         return ParsedOutput("".join(content), calls)
 
 
@@ -50,10 +54,12 @@ class ContentDelta:
 
 @dataclass(frozen=True)
 class ToolCallStart:
-    """Call ``index`` (0, 1, ... over the whole output) to ``name`` begins."""
+    """Call ``index`` (0, 1, ... over the whole output) to ``name`` begins; ``id`` is the id
+    the model wrote for it, if it wrote one before the call was announced."""
 
     index: int
     name: str
+    id: str | None = None
 
 
 @dataclass(frozen=True)

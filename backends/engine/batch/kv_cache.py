@@ -13,6 +13,7 @@ into a fresh 8,192-token row of the 135M benchmark model took 2.9-5.2 s instead 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -26,8 +27,8 @@ def capacity_for(
     spec: DecoderSpec, slots: int, max_length: int, budget_mib: float | None = None
 ) -> int:
     """Tokens per slot: the model's max length, or fewer if a KV memory budget says so."""
-    if budget_mib is None:
-        return max_length
+    if budget_mib is None or not math.isfinite(budget_mib * MIB):
+        return max_length  # no budget, or one no memory could hold (floats overflow)
     fits = int(budget_mib * MIB // (slots * spec.bytes_per_token))
     return max(1, min(max_length, fits))
 

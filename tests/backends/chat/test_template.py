@@ -1,10 +1,18 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from backends.chat.template import TemplateSet, encode_chat, render_chat, render_fallback
+from backends.chat.template import (
+    ChatTemplate,
+    TemplateError,
+    TemplateSet,
+    encode_chat,
+    render_chat,
+    render_fallback,
+)
 from backends.core.request import ChatPrompt
 from backends.errors import InvalidRequest
 from backends.models.folder import inspect_model_folder
@@ -80,7 +88,70 @@ def test_what_the_template_refuses_is_a_400() -> None:
     templates = TemplateSet({"default": "{{ raise_exception('roles must alternate') }}"}, {})
     with pytest.raises(InvalidRequest, match="roles must alternate") as exc:
         render_chat(templates, ChatPrompt([{"role": "user", "content": "x"}]))
-    assert exc.value.param == "messages"
+    assert exc.value.param == "messages.0"
+
+
+# Fails on a message whose content is not text, as templates that concatenate do.
+CONCATENATING = "{% for m in messages %}{{ m.role + ':' + m.content }}{% endfor %}"
+USER: dict[str, Any] = {"role": "user", "content": "x"}
+
+
+@pytest.mark.unit
+def test_any_exception_a_template_raises_is_a_400_naming_the_message() -> None:
+    templates = TemplateSet({"default": CONCATENATING}, {})
+    messages: list[dict[str, Any]] = [
+        USER,
+        {"role": "assistant", "content": "y"},
+        {"role": "tool", "content": [1]},
+    ]
+    with pytest.raises(InvalidRequest) as exc:
+        render_chat(templates, ChatPrompt(messages))
+    assert exc.value.param == "messages.2"
+    assert "first at messages[2] (role 'tool')" in str(exc.value) and "TypeError" in str(exc.value)
+
+
+@pytest.mark.unit
+def test_the_message_named_is_the_first_one_the_failure_shows_on() -> None:
+    # The template reads the whole conversation; the failure appears with the second message.
+    refuses_two = "{% if messages|length > 1 %}{{ raise_exception('one message only') }}{% endif %}"
+    templates = TemplateSet({"default": refuses_two}, {})
+    with pytest.raises(InvalidRequest, match="one message only") as exc:
+        render_chat(templates, ChatPrompt([USER, USER, USER]))
+    assert exc.value.param == "messages.1"
+
+
+@pytest.mark.unit
+def test_naming_the_message_costs_a_few_renders_in_a_long_conversation() -> None:
+    # Rendering runs on the model's owner thread: a failing conversation of a thousand
+    # messages must not cost a thousand renders of it.
+    template = ChatTemplate(CONCATENATING, {})
+    renders = 0
+    compiled = template._template
+
+    class Counting:
+        def render(self, **variables: Any) -> str:
+            nonlocal renders
+            renders += 1
+            return compiled.render(**variables)
+
+    template._template = Counting()  # type: ignore[assignment]
+    messages: list[dict[str, Any]] = [USER] * 1000
+    messages[700] = {"role": "tool", "content": [1]}
+    with pytest.raises(TemplateError) as exc:
+        template.render(messages)
+    assert exc.value.index == 700
+    assert renders <= 13  # the whole, then a bisection (log2 1000 < 10)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("content", [None, "missing"])
+def test_a_null_or_missing_content_renders_as_an_empty_string(content: str | None) -> None:
+    templates = TemplateSet({"default": CONCATENATING}, {})
+    calls = [{"id": "c", "function": {"name": "f"}}]
+    call: dict[str, Any] = {"role": "assistant", "tool_calls": calls}
+    if content is None:
+        call["content"] = None
+    assert render_chat(templates, ChatPrompt([USER, call])) == "user:xassistant:"
     with pytest.raises(InvalidRequest) as exc:
         render_chat(TemplateSet({}, {}), ChatPrompt([{"role": "user", "content": "x"}], tools=[{}]))
     assert exc.value.param == "tools"

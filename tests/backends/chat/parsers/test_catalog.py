@@ -43,7 +43,13 @@ DEEPSEEK_R1 = "{% set content = content.split('</think>')[-1] %}...<｜Assistant
 
 
 def test_every_format_is_registered() -> None:
-    assert tool_parser_names() == ["hermes", "llama3_json", "mistral", "phi4_mini_json"]
+    assert tool_parser_names() == [
+        "deepseek_v3",
+        "hermes",
+        "llama3_json",
+        "mistral",
+        "phi4_mini_json",
+    ]
     assert reasoning_parser_names() == ["mistral", "think"]
     for name in tool_parser_names():
         assert get_tool_parser(name).name == name
@@ -66,6 +72,9 @@ def test_an_unknown_name_says_which_names_exist() -> None:
         (MISTRAL, {"[TOOL_CALLS]", "[AVAILABLE_TOOLS]"}, "mistral"),
         (MISTRAL, {"[TOOL_CALLS]", "[ARGS]"}, "mistral"),
         (PHI4_MINI, {"<|tool|>", "<|tool_call|>", "<|/tool_call|>"}, "phi4_mini_json"),
+        (DEEPSEEK_R1, {"<｜tool▁calls▁begin｜>", "<｜tool▁sep｜>"}, "deepseek_v3"),
+        (DEEPSEEK_R1 + "{{'<｜tool▁calls▁begin｜>'}}", set(), "deepseek_v3"),
+        (DEEPSEEK_R1, set(), None),
         ("{{ messages }} without any tool support", {"<tool_call>"}, None),
         (None, set(), None),
     ],

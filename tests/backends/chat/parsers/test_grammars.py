@@ -31,6 +31,11 @@ MARKERS = [
     "[ARGS]",
     "<|tool_call|>",
     "<|/tool_call|>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
 ]
 
 WEATHER = ToolSpec(
@@ -162,7 +167,17 @@ def phi_text(calls: Calls) -> str:
     return f"<|tool_call|>[{listed}]<|/tool_call|>"
 
 
+def deepseek_text(calls: Calls) -> str:
+    body = "\n".join(
+        f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{n}\n```json\n{a}\n```<｜tool▁call▁end｜>"
+        for n, a in calls
+    )
+    return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
+
+
 def renderer(name: str, vocab: Vocab) -> Callable[[Calls], str]:
+    if name == "deepseek_v3":
+        return deepseek_text
     if name == "hermes":
         return hermes_text
     if name == "llama3_json":

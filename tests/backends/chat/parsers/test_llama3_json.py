@@ -72,6 +72,28 @@ VALID = {
         SINGLE + ' The arguments I passed were {"query": "test"}',
         ParsedOutput('The arguments I passed were {"query": "test"}', SINGLE_CALL),
     ),
+    # Built-in tools, as Meta's Llama 3.1 model card shows them (and its template writes them).
+    "builtin_tool": (
+        '<|python_tag|>brave_search.call(query="current weather in Menlo Park, California")',
+        ParsedOutput(
+            "", [ToolCall("brave_search", '{"query": "current weather in Menlo Park, California"}')]
+        ),
+    ),
+    "builtin_tool_literals": (
+        "<|python_tag|>wolfram_alpha.call(query='solve x^2 + 2x = \\'3\\')', n=2, exact=True)",
+        ParsedOutput(
+            "",
+            [
+                ToolCall(
+                    "wolfram_alpha", '{"query": "solve x^2 + 2x = \'3\')", "n": 2, "exact": true}'
+                )
+            ],
+        ),
+    ),
+    "builtin_tool_after_text": (
+        'Searching.<|python_tag|>brave_search.call(query="ONNX")',
+        ParsedOutput("Searching.", [ToolCall("brave_search", '{"query": "ONNX"}')]),
+    ),
 }
 
 # These stay content, exactly as written.
@@ -84,7 +106,11 @@ CONTENT = {
     "missing_parameters": '{"name": "toolWithoutParams"}',
     "invalid_json": '{"name": "invalidTool", "parameters": {invalid json}',
     "cut_by_length_limit": '{"name": "searchTool", "parameters": {"query": "te',
-    "builtin_tool": '<|python_tag|>brave_search.call(query="current weather in Menlo Park")',
+    # Raw code for code_interpreter, and calls that are no built-in call: text.
+    "builtin_raw_code": "<|python_tag|>import math\nprint(math.pi)",
+    "builtin_not_a_literal": "<|python_tag|>brave_search.call(query=os.getcwd())",
+    "builtin_positional": '<|python_tag|>brave_search.call("weather")',
+    "builtin_cut": '<|python_tag|>brave_search.call(query="weather',
     "code_block": "function f() { return 1; }",
     "semicolon_then_text": ";) just kidding",
 }

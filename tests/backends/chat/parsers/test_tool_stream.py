@@ -106,6 +106,14 @@ FRAGMENTS = [
     "[ARGS]",
     "[CALL_ID]",
     "<|python_tag|>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
+    "```json\n",
+    "```",
+    'brave_search.call(query="x")',
     '{"name": "f", ',
     '"arguments": ',
     '"parameters": ',
@@ -127,6 +135,11 @@ FRAGMENTS = [
 
 # Whole calls of each format, so random outputs also hold calls, and calls next to junk.
 CALLS = {
+    "deepseek_v3": [
+        '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{"a": 1}\n```'
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>g<｜tool▁sep｜>{"b": "}"}<｜tool▁call▁end｜>',
+    ],
     "hermes": [
         '<tool_call>\n{"name": "f", "arguments": {"a": [1, "}"]}}\n</tool_call>',
         '<tool_call>{"name": "g"}</tool_call>',
@@ -134,6 +147,7 @@ CALLS = {
     "llama3_json": [
         '{"name": "f", "parameters": {"a": 1}}',
         '<|python_tag|>{"name": "g", "parameters": {}}',
+        "<|python_tag|>brave_search.call(query='a)b', n=[1, (2)])",
         '; {"name": "h", "parameters": {"b": "x"}}',
     ],
     "mistral": [
