@@ -109,6 +109,12 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class StartEvent:
+    """The sequence left the queue for a slot; sent before any of its tokens, so a sequence
+    that produced a token is always seen as running."""
+
+
+@dataclass(frozen=True)
 class FinishEvent:
     reason: FinishReason
     usage: Usage

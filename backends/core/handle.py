@@ -32,6 +32,7 @@ from backends.types import (
     GeneratedToken,
     PreparedPrompt,
     SequenceDelta,
+    StartEvent,
     Usage,
 )
 
@@ -100,6 +101,7 @@ class Choice:
     cancelled: threading.Event = field(default_factory=threading.Event)
     cause: CancelCause | None = None  # who cancelled it, if anyone did
     generated: int = 0
+    running: bool = False  # it got a slot (before its first token), as the owner thread said
     finish: FinishEvent | None = None
 
     def cancel(self, cause: CancelCause) -> None:
@@ -156,8 +158,8 @@ class RequestHandle:
         self._outputs: dict[int, ChatOutput] = {}
 
     # ---- the owner thread's side ---------------------------------------------------------
-    def sink(self, choice: Choice) -> Callable[[SequenceDelta | FinishEvent], None]:
-        def deliver(event: SequenceDelta | FinishEvent) -> None:
+    def sink(self, choice: Choice) -> Callable[[SequenceDelta | FinishEvent | StartEvent], None]:
+        def deliver(event: SequenceDelta | FinishEvent | StartEvent) -> None:
             try:
                 self._loop.call_soon_threadsafe(self._receive, choice, event)
             except RuntimeError:  # loop closed: nobody is listening any more
@@ -165,7 +167,10 @@ class RequestHandle:
 
         return deliver
 
-    def _receive(self, choice: Choice, event: SequenceDelta | FinishEvent) -> None:
+    def _receive(self, choice: Choice, event: SequenceDelta | FinishEvent | StartEvent) -> None:
+        if isinstance(event, StartEvent):
+            choice.running = True
+            return
         if isinstance(event, FinishEvent):
             choice.finish = event
             if self.finished:

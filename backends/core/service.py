@@ -185,12 +185,14 @@ class InferenceService:
         return strategy.name if strategy is not None else None
 
     def stats(self) -> ServiceStats:
-        running_ids = set(self._scheduler.active_job_ids())
+        """One snapshot, read on the event loop: a choice's state, token count and end all
+        change there, in the order the owner thread sent them (its start before its first
+        token), so a choice with a token is always running."""
         now = time.perf_counter()
         requests = tuple(
             RequestStats(
                 id=choice.id,
-                state="running" if choice.id in running_ids else "waiting",
+                state="running" if choice.running else "waiting",
                 prompt_tokens=len(handle.prompts[choice.prompt_index]) if handle.prompts else 0,
                 generated_tokens=choice.generated,
                 age_seconds=now - handle.accepted,
