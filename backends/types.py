@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FinishReason = Literal["stop", "length", "cancelled", "timeout", "error"]
+# "grammar_error": the request's grammar (schema, regex, forced tool calls) failed mid-generation.
+FinishReason = Literal["stop", "length", "cancelled", "timeout", "error", "grammar_error"]
 # What a door sees of a choice's end. "cancelled" only when the door itself cancelled; an end
 # the server imposed (a timeout, an operator's cancel, a shutdown) is raised as an error.
 ChoiceFinish = Literal["stop", "length", "cancelled", "tool_calls"]

@@ -20,6 +20,7 @@ from backends.core.timing import RequestMetrics, RequestTimer
 from backends.errors import (
     GenAIError,
     GenerationFailed,
+    GrammarFailed,
     RequestCancelled,
     RequestTimedOut,
     ShuttingDown,
@@ -115,6 +116,11 @@ class Choice:
         made = f"after {self.generated} of its tokens"
         if self.finish.reason == "error":
             return GenerationFailed(f"Generation failed: {self.finish.error}")
+        if self.finish.reason == "grammar_error":
+            return GrammarFailed(
+                f"The request's grammar (response_format, forced tool calls or guidance) failed "
+                f"during generation, {made}: {self.finish.error}"
+            )
         if self.finish.reason == "timeout":
             return RequestTimedOut(f"The request exceeded GENAI_REQUEST_TIMEOUT, {made}.")
         if self.finish.reason != "cancelled" or self.cause == "client":

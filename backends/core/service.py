@@ -222,7 +222,7 @@ class InferenceService:
         check_beams(request)
         chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
         if request.sampling.guidance is not None:
-            await asyncio.to_thread(check_guidance, request)
+            await asyncio.to_thread(lambda: check_guidance(request, model.guidance_tokenizer))
         tokenized = None
         if chars > THRESHOLD_CHARS:  # tokenizing holds the GIL: not in this process
             tokenized = await self._worker(model).prepare(request.prompts, request.param("prompt"))

@@ -68,6 +68,10 @@ def reuse_key(params: GenerationParams) -> Hashable | None:
     )
 
 
+class _GuidedStepFailed(Exception):
+    """A token step of a sequence under a grammar failed."""
+
+
 class GeneratorStrategy:
     name = "generator"
 
@@ -130,6 +134,12 @@ class GeneratorStrategy:
         for seq in list(self._active):
             try:
                 self._step(seq)
+            except _GuidedStepFailed as exc:
+                # og's llguidance refused the model's output (its limits, a grammar that
+                # cannot go on): og tells no kinds apart, so a guided token step that fails
+                # is the grammar's failure, reported to the client as such (a 400).
+                log.warning("job %s: guided step failed: %s", seq.job.id, exc)
+                self._finish(seq, "grammar_error", " ".join(str(exc).split("<state>")[0].split()))
             except Exception as exc:
                 log.exception("job %s: generation step failed", seq.job.id)
                 self._finish(seq, "error", str(exc))
@@ -191,6 +201,16 @@ class GeneratorStrategy:
             seq.tokens += chunk
             seq.kv_len = len(seq.tokens)
             return
+        p = seq.job.params
+        if p.guidance is None:
+            self._decode(seq)
+            return
+        try:
+            self._decode(seq)
+        except Exception as exc:
+            raise _GuidedStepFailed(str(exc)[:2000]) from exc
+
+    def _decode(self, seq: _Seq) -> None:
         p = seq.job.params
         logprobs = None
         suppress_eos = (

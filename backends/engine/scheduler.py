@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 from backends.config import ModelConfig
 from backends.engine.profiling import ProfileWindow
 from backends.engine.stops import VisibleText
-from backends.errors import ShuttingDown
+from backends.errors import GuidanceError, ShuttingDown
 from backends.models.loader import LoadedModel, load_model
 from backends.types import (
     FinishEvent,
@@ -271,7 +271,8 @@ class Scheduler:
                 strategy.add(job)
             except Exception as exc:
                 log.exception("job %s: could not start", job.id)
-                job.finish("error", str(exc))
+                grammar = isinstance(exc, GuidanceError)
+                job.finish("grammar_error" if grammar else "error", str(exc))
             else:
                 job.start()
 

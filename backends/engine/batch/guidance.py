@@ -14,13 +14,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from backends.errors import GuidanceError
 from backends.types import GuidanceKind
 
+__all__ = ["Grammars", "Guide", "GuidanceError"]
+
 _FORMATS = {"json_schema": "json_schema", "regex": "regex", "lark_grammar": "lark"}
-
-
-class GuidanceError(Exception):
-    """The grammar is invalid, or the model's output left it."""
 
 
 class Grammars:
@@ -65,3 +64,8 @@ class Guide:
     def consume(self, token: int) -> None:
         if not self._matcher.consume_token(token):
             raise GuidanceError(f"the grammar refused token {token}: {self._matcher.get_error()}")
+
+
+def first_line(error: str, limit: int = 300) -> str:
+    """llguidance's message without the parser state and grammar it appends."""
+    return " ".join(error.split("<state>")[0].split())[:limit]

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
-from backends.engine.batch.guidance import Grammars, GuidanceError
+from backends.engine.batch.guidance import Grammars, GuidanceError, first_line
 from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
 from backends.engine.batch.sampler import RowState, choose
 from backends.engine.batch.slots import SlotTable
@@ -258,7 +258,7 @@ class BatchStrategy:
                 try:
                     state.guide.consume(token)
                 except GuidanceError as exc:
-                    self._finish(seq, "error", str(exc))
+                    self._finish(seq, "grammar_error", first_line(str(exc)))
                     continue
             if token in eos:
                 self._finish(seq, "stop")

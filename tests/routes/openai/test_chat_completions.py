@@ -9,7 +9,15 @@ import math
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import METRIC_KEYS, DirectGenerator, assert_error
+from tests.conftest import (
+    METRIC_KEYS,
+    DirectGenerator,
+    assert_error,
+    make_client,
+    metric,
+    parse_sse,
+    wait_ready,
+)
 from tests.routes.openai.helpers import (
     BOOL_SCHEMA,
     MESSAGES,
@@ -312,6 +320,12 @@ HOSTILE_SCHEMAS = {
     "type not a string": {"type": 123},
     "unclosed pattern": {"type": "string", "pattern": "(abc"},
     "400 levels": _deep_schema(400),
+    # No finite instance: the grammar forces '{"a":{"a":...' without end (issue 17: was a 500).
+    "recursive and required": {
+        "type": "object",
+        "properties": {"a": {"$ref": "#"}},
+        "required": ["a"],
+    },
     "40k properties": {
         "type": "object",
         "properties": {f"p{i}": {"type": "string"} for i in range(40_000)},
@@ -345,3 +359,46 @@ def test_a_recursive_schema_is_served(client: TestClient) -> None:
     fmt = {"type": "json_schema", "json_schema": {"name": "tree", "schema": schema}}
     body = chat(client, max_tokens=60, seed=1, response_format=fmt)
     assert body["choices"][0]["message"]["content"].startswith("{")
+
+
+# A schema that starts fine and fails once the model took one branch: llguidance's limits are
+# hit mid-generation. A 400 before a stream starts, an in-band error in one, counted, and the
+# server serves on (issue 17).
+LATE_FAILURE = {
+    "anyOf": [{"type": "boolean"}, {"$ref": "#/$defs/r"}],
+    "$defs": {
+        "r": {"type": "object", "properties": {"a": {"$ref": "#/$defs/r"}}, "required": ["a"]}
+    },
+}
+
+
+@pytest.mark.parametrize("scheduler", ["batch", "generator"])
+def test_a_grammar_that_fails_mid_generation_is_a_400_or_in_band(
+    scheduler: str, oracle: DirectGenerator
+) -> None:
+    brace = oracle.tokenizer.encode("{")[-1]  # pushed, so the model takes the object branch
+    fmt = {"type": "json_schema", "json_schema": {"name": "s", "schema": LATE_FAILURE}}
+    body = {
+        "messages": MESSAGES,
+        "max_tokens": 30,
+        "response_format": fmt,
+        "logit_bias": {str(brace): 100},
+    }
+    with make_client(scheduler=scheduler) as c:
+        wait_ready(c)
+        err = assert_error(c.post("/v1/chat/completions", json=body), 400)
+        assert (err["type"], err["code"]) == ("invalid_request_error", "grammar_failed")
+        assert "<state>" not in err["message"] and "\n" not in err["message"]
+        with c.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as resp:
+            assert resp.status_code == 200
+            payloads = parse_sse(resp.iter_lines())
+        assert "[DONE]" not in payloads
+        assert json.loads(payloads[-1])["error"]["code"] == "grammar_failed"
+        assert c.post(
+            "/v1/chat/completions", json={"messages": MESSAGES, "max_tokens": 2}
+        ).is_success
+        text = c.get("/metrics").text
+        assert (
+            metric(text, 'genai_requests_finished_total{model="onnx-genai",reason="grammar_error"}')
+            == 2
+        )
