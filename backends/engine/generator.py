@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from backends.engine.batch.guidance import Grammars, Guide
 from backends.engine.logits import log_softmax, logprob_entries, process_logits
 from backends.engine.prefix_cache import Held, PrefixCache
 from backends.engine.scheduler import Job
@@ -37,6 +38,7 @@ class _Seq:
     kv_len: int = 0  # how many of ``tokens`` the KV cache holds
     counts: Counter[int] = field(default_factory=Counter)
     min_length: int = 0  # the Generator's own (native) EOS suppression, as a total length
+    guide: Guide | None = None  # the grammar's state beside og's, to end where it ends
     steps: int = 0  # beam search: search steps taken
 
 
@@ -85,6 +87,7 @@ class GeneratorStrategy:
         self.cache: PrefixCache[Any] = PrefixCache(cache_size, min_match=1)
         self._active: list[_Seq] = []
         self._profile_prefix: str | None = None
+        self._grammars: Grammars | None = None
 
     # ---- Strategy ------------------------------------------------------------------------
     def active_jobs(self) -> list[Job]:
@@ -128,6 +131,8 @@ class GeneratorStrategy:
             seq = _Seq(job, gen, stream, list(prompt), capacity, key, min_length=wanted_min)
         if self._profile_prefix:
             gen.set_runtime_option("enable_profiling", self._profile_prefix)
+        if p.guidance is not None and not beams:
+            seq.guide = self._guide(*p.guidance)
         self._active.append(seq)
 
     def step(self) -> None:
@@ -190,6 +195,15 @@ class GeneratorStrategy:
             generator.set_active_adapter(self.model.adapters, p.adapter)
         return generator
 
+    def _guide(self, kind: Any, text: str) -> Guide | None:
+        """A matcher that follows og's own: og does not say when a grammar is complete."""
+        tokenizer = self.model.folder.path / "tokenizer.json"
+        if not tokenizer.is_file():
+            return None
+        if self._grammars is None:
+            self._grammars = Grammars(tokenizer, self.model.vocab_size, self.model.eos_token_ids)
+        return self._grammars.matcher(kind, text)
+
     def _step(self, seq: _Seq) -> None:
         if seq.job.params.num_beams > 1:
             self._beam_step(seq)
@@ -236,11 +250,15 @@ class GeneratorStrategy:
             self._finish(seq, "stop")
             return
         seq.counts[token] += 1
+        if seq.guide is not None:
+            seq.guide.consume(token)
         event = GeneratedToken(token, self.model.token_text(seq.stream, token))
         if logprobs is not None:
             chosen, top = logprob_entries(logprobs, token, p.top_logprobs, self._token_text)
             event = GeneratedToken(token, event.text, chosen, top)
-        if seq.job.emit(event):
+        # A complete grammar (a forced call written) ends the sequence: og would otherwise
+        # fail on the next step while min_tokens holds EOS back.
+        if seq.job.emit(event) or (seq.guide is not None and seq.guide.ended()):
             self._finish(seq, "stop")
         elif seq.job.generated >= p.max_new_tokens or seq.gen.is_done():
             self._finish(seq, "length")

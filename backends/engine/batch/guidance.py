@@ -61,6 +61,11 @@ class Guide:
         fill_next_token_bitmask(self._matcher, self._bitmask, 0)
         apply_token_bitmask_inplace(logits.reshape(1, -1), self._bitmask)
 
+    def ended(self) -> bool:
+        """The grammar is complete and admits nothing more (a forced call written): the
+        sequence ends here, without waiting for an EOS that ``min_tokens`` may hold back."""
+        return bool(self._matcher.is_stopped())
+
     def consume(self, token: int) -> None:
         if not self._matcher.consume_token(token):
             raise GuidanceError(f"the grammar refused token {token}: {self._matcher.get_error()}")

@@ -270,7 +270,7 @@ class BatchStrategy:
                     choice.logprobs, token, p.top_logprobs, self._token_text
                 )
                 event = GeneratedToken(token, event.text, chosen, top)
-            if seq.job.emit(event):
+            if seq.job.emit(event) or (state.guide is not None and state.guide.ended()):
                 self._finish(seq, "stop")
             elif state.generated >= p.max_new_tokens:
                 self._finish(seq, "length")
