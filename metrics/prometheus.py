@@ -48,6 +48,13 @@ class ServerMetrics:
             model,
             registry=r,
         )
+        self.grammar_failures = Counter(
+            "genai_grammar_failures",
+            "Grammars (JSON schemas, regexes, forced tool calls) that failed: refused before "
+            "generating, or failed while generating",
+            ["model", "stage"],
+            registry=r,
+        )
         self.cancelled = Counter(
             "genai_requests_cancelled",
             "Generations cancelled (client gone, admin, shutdown)",
@@ -132,6 +139,9 @@ class ServerMetrics:
                 metric.remove(name)
         for reason in self.reasons.pop(name, set()):
             self.finished.remove(name, reason)
+        for stage in ("refused", "generation"):
+            with contextlib.suppress(KeyError):
+                self.grammar_failures.remove(name, stage)
 
 
 class StatsSource(Protocol):
@@ -150,6 +160,9 @@ class ModelMetrics:
     def on_rejected(self) -> None:
         self.m.rejected.labels(self.model).inc()
 
+    def on_grammar_refused(self) -> None:
+        self.m.grammar_failures.labels(self.model, "refused").inc()
+
     def on_token(self, gap: float | None) -> None:
         if gap is not None:
             self.m.itl.labels(self.model).observe(gap)
@@ -160,6 +173,8 @@ class ModelMetrics:
         metrics.reasons.setdefault(model, set()).add(finish.reason)
         if finish.reason in ("cancelled", "timeout"):
             metrics.cancelled.labels(model).inc()
+        if finish.reason == "grammar_error":
+            metrics.grammar_failures.labels(model, "generation").inc()
         if m.output_tokens:
             metrics.ttft.labels(model).observe(m.ttft)
         if m.output_tokens > 1:

@@ -51,6 +51,9 @@ class Observer(Protocol):
 
     def on_rejected(self) -> None: ...
 
+    def on_grammar_refused(self) -> None:
+        """A request's grammar was refused before it ran (a 400)."""
+
     def on_token(self, gap: float | None) -> None:
         """A token reached the event loop, ``gap`` seconds after the request's previous one."""
 
@@ -222,7 +225,12 @@ class InferenceService:
         check_beams(request)
         chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
         if request.sampling.guidance is not None:
-            await asyncio.to_thread(lambda: check_guidance(request, model.guidance_tokenizer))
+            try:
+                await asyncio.to_thread(lambda: check_guidance(request, model.guidance_tokenizer))
+            except InvalidRequest:
+                if self.observer is not None:
+                    self.observer.on_grammar_refused()
+                raise
         tokenized = None
         if chars > THRESHOLD_CHARS:  # tokenizing holds the GIL: not in this process
             tokenized = await self._worker(model).prepare(request.prompts, request.param("prompt"))

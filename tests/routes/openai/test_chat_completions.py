@@ -402,3 +402,15 @@ def test_a_grammar_that_fails_mid_generation_is_a_400_or_in_band(
             metric(text, 'genai_requests_finished_total{model="onnx-genai",reason="grammar_error"}')
             == 2
         )
+        failed = 'genai_grammar_failures_total{model="onnx-genai",stage='
+        assert metric(text, failed + '"generation"}') == 2
+        schema = HOSTILE_SCHEMAS["recursive and required"]
+        refused = {
+            **body,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "s", "schema": schema},
+            },
+        }
+        assert_error(c.post("/v1/chat/completions", json=refused), 400, "response_format")
+        assert metric(c.get("/metrics").text, failed + '"refused"}') == 1
