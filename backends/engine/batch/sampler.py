@@ -116,19 +116,21 @@ def sample(row: Logits, p: GenerationParams, rng: np.random.Generator) -> int:
     within that bit of each other. Top-k and top-p only choose a threshold (ties at it are all
     kept), so they reorder nothing."""
     scaled = row.astype(np.float64) / p.temperature
-    finite = np.isfinite(scaled)
-    noise = rng.standard_exponential(scaled.shape[0])  # the same amount of randomness each step
-    if not finite.any():  # everything masked: fall back to the best raw score
+    # The same amount of randomness each step, one number per token id.
+    noise = rng.standard_exponential(len(scaled))
+    candidates = np.flatnonzero(np.isfinite(scaled))
+    if candidates.size == 0:  # everything masked: fall back to the best raw score
         return int(np.argmax(row))
-    probs = np.exp(scaled - scaled[finite].max())  # exp(-inf) == 0 for masked tokens
-    keep = probs > 0
-    if 0 < p.top_k < probs.shape[0]:
-        kth = np.partition(probs, probs.shape[0] - p.top_k)[probs.shape[0] - p.top_k]
-        keep &= probs >= kth
+    scores = scaled[candidates]
+    if 0 < p.top_k < candidates.size:
+        kth = np.partition(scores, candidates.size - p.top_k)[candidates.size - p.top_k]
+        candidates, scores = candidates[scores >= kth], scores[scores >= kth]
+    probs = np.exp(scores - scores.max())
     if p.top_p < 1.0:
-        keep &= probs >= _nucleus_threshold(probs[keep], p.top_p)
+        kept = probs >= _nucleus_threshold(probs, p.top_p)
+        candidates, probs = candidates[kept], probs[kept]
     with np.errstate(divide="ignore"):  # a noise of exactly 0 wins, as it should
-        return int(np.argmax(np.where(keep, probs / noise, -1.0)))
+        return int(candidates[np.argmax(probs / noise[candidates])])
 
 
 def _nucleus_threshold(probs: Logits, top_p: float) -> float:
