@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.engine.batch.guidance import Grammars, Guide
+from backends.engine.batch.guidance import Grammars, GuidanceError, Guide
 from backends.engine.logits import log_softmax, logprob_entries, process_logits
 from backends.engine.prefix_cache import Held, PrefixCache
 from backends.engine.scheduler import Job
@@ -202,7 +202,11 @@ class GeneratorStrategy:
             return None
         if self._grammars is None:
             self._grammars = Grammars(tokenizer, self.model.vocab_size, self.model.eos_token_ids)
-        return self._grammars.matcher(kind, text)
+        try:
+            return self._grammars.matcher(kind, text)
+        except GuidanceError as exc:  # og compiles its own: the request goes on without one
+            log.warning("no grammar follower: %s", exc)
+            return None
 
     def _step(self, seq: _Seq) -> None:
         if seq.job.params.num_beams > 1:
@@ -251,7 +255,11 @@ class GeneratorStrategy:
             return
         seq.counts[token] += 1
         if seq.guide is not None:
-            seq.guide.consume(token)
+            try:
+                seq.guide.consume(token)
+            except GuidanceError as exc:  # og's own llguidance let it through: og decides
+                log.warning("job %s: the grammar's follower disagrees with og: %s", seq.job.id, exc)
+                seq.guide = None
         event = GeneratedToken(token, self.model.token_text(seq.stream, token))
         if logprobs is not None:
             chosen, top = logprob_entries(logprobs, token, p.top_logprobs, self._token_text)
