@@ -118,10 +118,14 @@ def sample(row: Logits, p: GenerationParams, rng: np.random.Generator) -> int:
     scaled = row.astype(np.float64) / p.temperature
     # The same amount of randomness each step, one number per token id.
     noise = rng.standard_exponential(len(scaled))
-    candidates = np.flatnonzero(np.isfinite(scaled))
-    if candidates.size == 0:  # everything masked: fall back to the best raw score
-        return int(np.argmax(row))
-    scores = scaled[candidates]
+    finite = np.isfinite(scaled)
+    if finite.all():  # nothing masked (no grammar): no copies
+        candidates, scores = np.arange(len(scaled)), scaled
+    else:
+        candidates = np.flatnonzero(finite)
+        if candidates.size == 0:  # everything masked: fall back to the best raw score
+            return int(np.argmax(row))
+        scores = scaled[candidates]
     if 0 < p.top_k < candidates.size:
         kth = np.partition(scores, candidates.size - p.top_k)[candidates.size - p.top_k]
         candidates, scores = candidates[scores >= kth], scores[scores >= kth]
@@ -129,8 +133,10 @@ def sample(row: Logits, p: GenerationParams, rng: np.random.Generator) -> int:
     if p.top_p < 1.0:
         kept = probs >= _nucleus_threshold(probs, p.top_p)
         candidates, probs = candidates[kept], probs[kept]
+    if candidates.size < len(noise):
+        noise = noise[candidates]
     with np.errstate(divide="ignore"):  # a noise of exactly 0 wins, as it should
-        return int(candidates[np.argmax(probs / noise[candidates])])
+        return int(candidates[np.argmax(probs / noise)])
 
 
 def _nucleus_threshold(probs: Logits, top_p: float) -> float:
