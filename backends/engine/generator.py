@@ -18,7 +18,7 @@ import numpy as np
 
 from backends.engine.batch.guidance import Grammars, GuidanceError, Guide
 from backends.engine.logits import log_softmax, logprob_entries, process_logits
-from backends.engine.prefix_cache import Held, PrefixCache
+from backends.engine.prefix_cache import Held, PrefixCache, chunk_length
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
 from backends.types import FinishReason, GeneratedToken, GenerationParams
@@ -213,8 +213,9 @@ class GeneratorStrategy:
             self._beam_step(seq)
             return
         if seq.pending:
-            chunk = seq.pending[: self.prefill_chunk]
-            del seq.pending[: self.prefill_chunk]
+            n = chunk_length(len(seq.pending), self.prefill_chunk)
+            chunk = seq.pending[:n]
+            del seq.pending[:n]
             seq.gen.append_tokens(np.asarray(chunk, dtype=np.int32))
             seq.tokens += chunk
             seq.kv_len = len(seq.tokens)

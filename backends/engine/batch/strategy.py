@@ -31,6 +31,7 @@ from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
 from backends.engine.batch.sampler import RowState, choose
 from backends.engine.batch.slots import SlotTable
 from backends.engine.logits import logprob_entries
+from backends.engine.prefix_cache import chunk_length
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
 from backends.types import FinishReason, GeneratedToken, GenerationParams
@@ -209,8 +210,9 @@ class BatchStrategy:
 
     def _prefill(self, seqs: list[_Seq]) -> None:
         [seq] = seqs
-        chunk = seq.pending[: self.prefill_chunk]
-        del seq.pending[: self.prefill_chunk]
+        n = chunk_length(len(seq.pending), self.prefill_chunk)
+        chunk = seq.pending[:n]
+        del seq.pending[:n]
         past, total = len(seq.tokens), len(seq.tokens) + len(chunk)
         logits = self.decoder.run(
             np.asarray([chunk], dtype=np.int64),
