@@ -116,6 +116,7 @@ def test_admin_lists_and_cancels_a_running_request() -> None:
             if listed and listed[0]["generated_tokens"] > 0:
                 break
             assert time.monotonic() < deadline, listed
+            time.sleep(0.01)  # a poll interval, not a guess at how long anything takes
         # (the stream's last event is checked below: an operator's cancel is no normal end)
         assert len(listed) == 1 and listed[0]["state"] == "running"
         assert listed[0]["id"].startswith("long-1")  # the request id names the generation
