@@ -87,6 +87,19 @@ class GenerationFailed(GenAIError):
     code = "generation_failed"
 
 
+class GrammarFailed(GenAIError):
+    """The request's grammar (a JSON schema, regex, Lark grammar or forced tool calls) failed
+    while generating, e.g. llguidance's own limits: the request's doing, not the server's."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+    code = "grammar_failed"
+
+
+class GuidanceError(Exception):
+    """Internal: a grammar is invalid, or the model's output left it (the engine raises it)."""
+
+
 class StartupError(Exception):
     """The server cannot start; the message says why and what to do. No traceback needed."""
 

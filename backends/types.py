@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FinishReason = Literal["stop", "length", "cancelled", "timeout", "error"]
+# "grammar_error": the request's grammar (schema, regex, forced tool calls) failed mid-generation.
+FinishReason = Literal["stop", "length", "cancelled", "timeout", "error", "grammar_error"]
 # What a door sees of a choice's end. "cancelled" only when the door itself cancelled; an end
 # the server imposed (a timeout, an operator's cancel, a shutdown) is raised as an error.
 ChoiceFinish = Literal["stop", "length", "cancelled", "tool_calls"]
@@ -107,6 +108,12 @@ class Usage:
     completion_tokens: int
     cached_tokens: int = 0  # prompt tokens whose KV cache was reused
     image_tokens: int = 0  # prompt tokens that stand for images (part of prompt_tokens)
+
+
+@dataclass(frozen=True)
+class StartEvent:
+    """The sequence left the queue for a slot; sent before any of its tokens, so a sequence
+    that produced a token is always seen as running."""
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,13 @@ class ServerMetrics:
             model,
             registry=r,
         )
+        self.grammar_failures = Counter(
+            "genai_grammar_failures",
+            "Grammars (JSON schemas, regexes, forced tool calls) that failed: refused before "
+            "generating, or failed while generating",
+            ["model", "stage"],
+            registry=r,
+        )
         self.cancelled = Counter(
             "genai_requests_cancelled",
             "Generations cancelled (client gone, admin, shutdown)",
@@ -154,6 +161,9 @@ class ServerMetrics:
                     media.remove(name, modality)
         for reason in self.reasons.pop(name, set()):
             self.finished.remove(name, reason)
+        for stage in ("refused", "generation"):
+            with contextlib.suppress(KeyError):
+                self.grammar_failures.remove(name, stage)
 
 
 class StatsSource(Protocol):
@@ -177,6 +187,9 @@ class ModelMetrics:
         self.m.media_items.labels(self.model, modality).inc(items)
         self.m.media_bytes.labels(self.model, modality).inc(size)
 
+    def on_grammar_refused(self) -> None:
+        self.m.grammar_failures.labels(self.model, "refused").inc()
+
     def on_token(self, gap: float | None) -> None:
         if gap is not None:
             self.m.itl.labels(self.model).observe(gap)
@@ -187,6 +200,8 @@ class ModelMetrics:
         metrics.reasons.setdefault(model, set()).add(finish.reason)
         if finish.reason in ("cancelled", "timeout"):
             metrics.cancelled.labels(model).inc()
+        if finish.reason == "grammar_error":
+            metrics.grammar_failures.labels(model, "generation").inc()
         if m.output_tokens:
             metrics.ttft.labels(model).observe(m.ttft)
         if m.output_tokens > 1:

@@ -8,4 +8,12 @@ cd "$(dirname "$0")/.."
 .venv/bin/python -m ruff check .
 .venv/bin/python -m ruff format --check .
 .venv/bin/python -m mypy .
-.venv/bin/python -m pytest -q "$@"
+if [ "$#" -gt 0 ]; then
+  exec .venv/bin/python -m pytest -q "$@"
+fi
+# The tiers in order of cost, each only if the one before passed: a broken unit test is
+# reported in seconds, not after minutes of model and live-server tests.
+for tier in unit model live; do
+  echo "== pytest -m $tier"
+  .venv/bin/python -m pytest -q -m "$tier"
+done

@@ -20,6 +20,7 @@ from backends.core.timing import RequestMetrics, RequestTimer
 from backends.errors import (
     GenAIError,
     GenerationFailed,
+    GrammarFailed,
     RequestCancelled,
     RequestTimedOut,
     ShuttingDown,
@@ -32,6 +33,7 @@ from backends.types import (
     GeneratedToken,
     PreparedPrompt,
     SequenceDelta,
+    StartEvent,
     Usage,
 )
 
@@ -100,6 +102,7 @@ class Choice:
     cancelled: threading.Event = field(default_factory=threading.Event)
     cause: CancelCause | None = None  # who cancelled it, if anyone did
     generated: int = 0
+    running: bool = False  # it got a slot (before its first token), as the owner thread said
     finish: FinishEvent | None = None
 
     def cancel(self, cause: CancelCause) -> None:
@@ -113,6 +116,11 @@ class Choice:
         made = f"after {self.generated} of its tokens"
         if self.finish.reason == "error":
             return GenerationFailed(f"Generation failed: {self.finish.error}")
+        if self.finish.reason == "grammar_error":
+            return GrammarFailed(
+                f"The request's grammar (response_format, forced tool calls or guidance) failed "
+                f"during generation, {made}: {self.finish.error}"
+            )
         if self.finish.reason == "timeout":
             return RequestTimedOut(f"The request exceeded GENAI_REQUEST_TIMEOUT, {made}.")
         if self.finish.reason != "cancelled" or self.cause == "client":
@@ -157,8 +165,8 @@ class RequestHandle:
         self._outputs: dict[int, ChatOutput] = {}
 
     # ---- the owner thread's side ---------------------------------------------------------
-    def sink(self, choice: Choice) -> Callable[[SequenceDelta | FinishEvent], None]:
-        def deliver(event: SequenceDelta | FinishEvent) -> None:
+    def sink(self, choice: Choice) -> Callable[[SequenceDelta | FinishEvent | StartEvent], None]:
+        def deliver(event: SequenceDelta | FinishEvent | StartEvent) -> None:
             try:
                 self._loop.call_soon_threadsafe(self._receive, choice, event)
             except RuntimeError:  # loop closed: nobody is listening any more
@@ -166,7 +174,10 @@ class RequestHandle:
 
         return deliver
 
-    def _receive(self, choice: Choice, event: SequenceDelta | FinishEvent) -> None:
+    def _receive(self, choice: Choice, event: SequenceDelta | FinishEvent | StartEvent) -> None:
+        if isinstance(event, StartEvent):
+            choice.running = True
+            return
         if isinstance(event, FinishEvent):
             choice.finish = event
             if self.finished:

@@ -9,6 +9,7 @@ sequences is queued.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from backends.chat.formats import ChatFormat
 from backends.chat.prompts import prompt_chars
@@ -108,11 +109,14 @@ MAX_GRAMMAR_CHARS = 256 * 1024  # a JSON schema, regex or grammar (forced tool c
 _GRAMMAR_FORMATS = {"json_schema": "json_schema", "regex": "regex", "lark_grammar": "lark"}
 
 
-def check_guidance(request: GenerationRequest) -> None:
+def check_guidance(request: GenerationRequest, tokenizer: Any = None) -> None:
     """Compile the request's grammar with llguidance before anything is queued, so a schema
-    the engine cannot use is a 400 naming the field, not a failed generation. llguidance's
-    own limits bound the work (nesting depth, size); this may take a while for a large
-    schema and releases the GIL meanwhile, so call it off the event loop."""
+    the engine cannot use is a 400 naming the field, not a failed generation. With the
+    model's llguidance ``tokenizer``, also feed the grammar the tokens it forces from the
+    start: a schema that forces output without end (``{"a": {"$ref": "#"}}`` required)
+    fails there, within llguidance's limits, instead of at the first generated token.
+    llguidance's own limits bound the work (nesting depth, size); this may take a while for
+    a large schema and releases the GIL meanwhile, so call it off the event loop."""
     guidance = request.sampling.guidance
     if guidance is None:
         return
@@ -129,11 +133,23 @@ def check_guidance(request: GenerationRequest) -> None:
     try:
         grammar = llguidance.grammar_from(_GRAMMAR_FORMATS[kind], text)  # type: ignore[arg-type]
         problem = llguidance.LLMatcher.validate_grammar(grammar)
+        if not problem and tokenizer is not None:
+            problem = _forced_start_problem(llguidance, tokenizer, grammar)
     except ValueError as exc:
         problem = str(exc)
     if problem:
-        reason = " ".join(problem.split())[:300]
+        reason = " ".join(problem.split("<state>")[0].split())[:300]
         raise InvalidRequest(f"The {kind.replace('_', ' ')} cannot be used: {reason}", param=param)
+
+
+def _forced_start_problem(llguidance: Any, tokenizer: Any, grammar: str) -> str:
+    """What goes wrong when the grammar's forced first tokens are fed ("" if nothing)."""
+    matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+    if not matcher.is_error():
+        forced = matcher.compute_ff_tokens()
+        if forced:
+            matcher.consume_tokens(forced)
+    return str(matcher.get_error()) if matcher.is_error() else ""
 
 
 _WHAT = {"adapter": "A LoRA adapter", "num_beams": "Beam search"}

@@ -52,6 +52,9 @@ class Observer(Protocol):
 
     def on_rejected(self) -> None: ...
 
+    def on_grammar_refused(self) -> None:
+        """A request's grammar was refused before it ran (a 400)."""
+
     def on_token(self, gap: float | None) -> None:
         """A token reached the event loop, ``gap`` seconds after the request's previous one."""
 
@@ -207,12 +210,14 @@ class InferenceService:
         return strategy.name if strategy is not None else None
 
     def stats(self) -> ServiceStats:
-        running_ids = set(self._scheduler.active_job_ids())
+        """One snapshot, read on the event loop: a choice's state, token count and end all
+        change there, in the order the owner thread sent them (its start before its first
+        token), so a choice with a token is always running."""
         now = time.perf_counter()
         requests = tuple(
             RequestStats(
                 id=choice.id,
-                state="running" if choice.id in running_ids else "waiting",
+                state="running" if choice.running else "waiting",
                 prompt_tokens=len(handle.prompts[choice.prompt_index]) if handle.prompts else 0,
                 generated_tokens=choice.generated,
                 age_seconds=now - handle.accepted,
@@ -243,7 +248,12 @@ class InferenceService:
         check_beams(request)
         chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
         if request.sampling.guidance is not None:
-            await asyncio.to_thread(check_guidance, request)
+            try:
+                await asyncio.to_thread(lambda: check_guidance(request, model.guidance_tokenizer))
+            except InvalidRequest:
+                if self.observer is not None:
+                    self.observer.on_grammar_refused()
+                raise
         tokenized = None
         images = any(isinstance(p, ChatPrompt) and p.images for p in request.prompts)
         if chars > THRESHOLD_CHARS and not images:  # tokenizing holds the GIL: elsewhere

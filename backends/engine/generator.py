@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from backends.engine.batch.guidance import Grammars, GuidanceError, Guide
 from backends.engine.logits import log_softmax, logprob_entries, process_logits
-from backends.engine.prefix_cache import Held, PrefixCache
+from backends.engine.prefix_cache import Held, PrefixCache, chunk_length
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
 from backends.types import FinishReason, GeneratedToken, GenerationParams
@@ -37,6 +38,7 @@ class _Seq:
     kv_len: int = 0  # how many of ``tokens`` the KV cache holds
     counts: Counter[int] = field(default_factory=Counter)
     min_length: int = 0  # the Generator's own (native) EOS suppression, as a total length
+    guide: Guide | None = None  # the grammar's state beside og's, to end where it ends
     steps: int = 0  # beam search: search steps taken
 
 
@@ -76,6 +78,10 @@ def images_end(prompt: list[int], image_token: int | None) -> int:
     return 1 + max((i for i, t in enumerate(prompt) if t == image_token), default=-1)
 
 
+class _GuidedStepFailed(Exception):
+    """A token step of a sequence under a grammar failed."""
+
+
 class GeneratorStrategy:
     name = "generator"
 
@@ -89,6 +95,7 @@ class GeneratorStrategy:
         self.cache: PrefixCache[Any] = PrefixCache(cache_size, min_match=1)
         self._active: list[_Seq] = []
         self._profile_prefix: str | None = None
+        self._grammars: Grammars | None = None
 
     # ---- Strategy ------------------------------------------------------------------------
     def active_jobs(self) -> list[Job]:
@@ -146,12 +153,20 @@ class GeneratorStrategy:
                 seq = _Seq(job, gen, stream, list(prompt), capacity, key, min_length=wanted_min)
         if self._profile_prefix:
             gen.set_runtime_option("enable_profiling", self._profile_prefix)
+        if p.guidance is not None and not beams:
+            seq.guide = self._guide(*p.guidance)
         self._active.append(seq)
 
     def step(self) -> None:
         for seq in list(self._active):
             try:
                 self._step(seq)
+            except _GuidedStepFailed as exc:
+                # og's llguidance refused the model's output (its limits, a grammar that
+                # cannot go on): og tells no kinds apart, so a guided token step that fails
+                # is the grammar's failure, reported to the client as such (a 400).
+                log.warning("job %s: guided step failed: %s", seq.job.id, exc)
+                self._finish(seq, "grammar_error", " ".join(str(exc).split("<state>")[0].split()))
             except Exception as exc:
                 log.exception("job %s: generation step failed", seq.job.id)
                 self._finish(seq, "error", str(exc))
@@ -202,17 +217,41 @@ class GeneratorStrategy:
             generator.set_active_adapter(self.model.adapters, p.adapter)
         return generator
 
+    def _guide(self, kind: Any, text: str) -> Guide | None:
+        """A matcher that follows og's own: og does not say when a grammar is complete."""
+        tokenizer = self.model.folder.path / "tokenizer.json"
+        if not tokenizer.is_file():
+            return None
+        if self._grammars is None:
+            self._grammars = Grammars(tokenizer, self.model.vocab_size, self.model.eos_token_ids)
+        try:
+            return self._grammars.matcher(kind, text)
+        except GuidanceError as exc:  # og compiles its own: the request goes on without one
+            log.warning("no grammar follower: %s", exc)
+            return None
+
     def _step(self, seq: _Seq) -> None:
         if seq.job.params.num_beams > 1:
             self._beam_step(seq)
             return
         if seq.pending:
-            chunk = seq.pending[: self.prefill_chunk]
-            del seq.pending[: self.prefill_chunk]
+            n = chunk_length(len(seq.pending), self.prefill_chunk)
+            chunk = seq.pending[:n]
+            del seq.pending[:n]
             seq.gen.append_tokens(np.asarray(chunk, dtype=np.int32))
             seq.tokens += chunk
             seq.kv_len = len(seq.tokens)
             return
+        p = seq.job.params
+        if p.guidance is None:
+            self._decode(seq)
+            return
+        try:
+            self._decode(seq)
+        except Exception as exc:
+            raise _GuidedStepFailed(str(exc)[:2000]) from exc
+
+    def _decode(self, seq: _Seq) -> None:
         p = seq.job.params
         logprobs = None
         suppress_eos = (
@@ -238,11 +277,19 @@ class GeneratorStrategy:
             self._finish(seq, "stop")
             return
         seq.counts[token] += 1
+        if seq.guide is not None:
+            try:
+                seq.guide.consume(token)
+            except GuidanceError as exc:  # og's own llguidance let it through: og decides
+                log.warning("job %s: the grammar's follower disagrees with og: %s", seq.job.id, exc)
+                seq.guide = None
         event = GeneratedToken(token, self.model.token_text(seq.stream, token))
         if logprobs is not None:
             chosen, top = logprob_entries(logprobs, token, p.top_logprobs, self._token_text)
             event = GeneratedToken(token, event.text, chosen, top)
-        if seq.job.emit(event):
+        # A complete grammar (a forced call written) ends the sequence: og would otherwise
+        # fail on the next step while min_tokens holds EOS back.
+        if seq.job.emit(event) or (seq.guide is not None and seq.guide.ended()):
             self._finish(seq, "stop")
         elif seq.job.generated >= p.max_new_tokens or seq.gen.is_done():
             self._finish(seq, "length")

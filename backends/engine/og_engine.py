@@ -138,7 +138,7 @@ class EngineStrategy:
         if flags & int(self._flags.RETRYABLE):
             turn.retries += 1
             if turn.retries > MAX_RETRYABLE and turn.dropped is None:
-                turn.dropped = "error"
+                turn.dropped = "grammar_error"
                 turn.request.cancel_turn(turn.turn_id)
         if flags & int(self._flags.TOKEN) and turn.dropped is None:
             token = int(event.token)
@@ -150,7 +150,8 @@ class EngineStrategy:
             usage = event.usage
             if usage is not None:
                 turn.job.cached_tokens = int(usage.cached_prompt_tokens)
-            error = "guidance could not be satisfied" if turn.dropped == "error" else None
+            grammar = turn.dropped == "grammar_error"
+            error = "the grammar could not be satisfied" if grammar else None
             self._close(turn, reason, error)
 
     def _close(self, turn: _Turn, reason: FinishReason, error: str | None = None) -> None:

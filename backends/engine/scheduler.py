@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 from backends.config import ModelConfig
 from backends.engine.profiling import ProfileWindow
 from backends.engine.stops import VisibleText
-from backends.errors import ShuttingDown
+from backends.errors import GuidanceError, ShuttingDown
 from backends.models.loader import LoadedModel, load_model
 from backends.types import (
     FinishEvent,
@@ -33,13 +33,14 @@ from backends.types import (
     GeneratedToken,
     GenerationParams,
     SequenceDelta,
+    StartEvent,
     Usage,
 )
 
 log = logging.getLogger("genai.scheduler")
 
 T = TypeVar("T")
-Event = SequenceDelta | FinishEvent
+Event = SequenceDelta | FinishEvent | StartEvent
 Sink = Callable[[Event], None]
 
 
@@ -74,6 +75,13 @@ class Job:
 
     def cancel(self) -> None:
         self.cancelled.set()
+
+    def start(self) -> None:
+        """It got a slot: tell its sink (and its beams' followers') before any token."""
+        self.started_at = time.perf_counter()
+        for job in (self, *self.followers):
+            job.started_at = self.started_at
+            job.sink(StartEvent())
 
     def emit(self, event: GeneratedToken) -> bool:
         """Pass a generated token on; True if it completed a stop string (the strategy then
@@ -161,7 +169,6 @@ class Scheduler:
         self.model: LoadedModel | None = None
         self.strategy: Strategy | None = None
         self.load_error: BaseException | None = None
-        self._active_ids: list[str] = []
         self.profile: ProfileWindow | None = None  # owner thread only
         # Called on the owner thread after a step that produced some request's first token.
         self.after_first_tokens: Callable[[], None] | None = None
@@ -188,9 +195,6 @@ class Scheduler:
         if self._thread.is_alive():
             self._thread.join(timeout)
 
-    def active_job_ids(self) -> list[str]:
-        return list(self._active_ids)
-
     # ---- the owner thread ----------------------------------------------------------------
     def _run(self) -> None:
         try:
@@ -216,14 +220,12 @@ class Scheduler:
                         self.after_first_tokens()
                     if self.profile is not None:
                         self._profile_step(strategy, self.profile)
-                self._active_ids = [j.id for j in strategy.active_jobs()]
         finally:
             for job in list(self._waiting):
                 job.finish("cancelled")
             self._waiting.clear()
             for job in list(strategy.active_jobs()):
                 strategy.drop(job, "cancelled")
-            self._active_ids = []
             strategy.close()
             self._refuse_pending(ShuttingDown("The model is being unloaded."))
 
@@ -274,7 +276,10 @@ class Scheduler:
                 strategy.add(job)
             except Exception as exc:
                 log.exception("job %s: could not start", job.id)
-                job.finish("error", str(exc))
+                grammar = isinstance(exc, GuidanceError)
+                job.finish("grammar_error" if grammar else "error", str(exc))
+            else:
+                job.start()
 
     def _drain_after_failure(self, exc: BaseException) -> None:
         while not isinstance(cmd := self._commands.get(), _Stop):

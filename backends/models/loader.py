@@ -111,6 +111,18 @@ class LoadedModel:
         value = self.folder.config.get("model", {}).get("image_token_id")
         return int(value) if isinstance(value, int) else None
 
+    @cached_property
+    def guidance_tokenizer(self) -> Any:
+        """llguidance's view of the tokenizer (for checking grammars), or None without a
+        tokenizer.json; made at the first request with a grammar."""
+        path = self.folder.path / "tokenizer.json"
+        if not path.is_file():
+            return None
+        import llguidance
+
+        eos = sorted(self.eos_token_ids)
+        return llguidance.LLTokenizer(str(path), n_vocab=self.vocab_size, eos_token=eos)
+
     @property
     def vocab_size(self) -> int:
         return int(self.folder.config["model"]["vocab_size"])

@@ -4,7 +4,8 @@ API, Anthropic's Messages and Ollama's /api/chat and /api/generate, each streame
 the in-process OnnxTextGenerator)
 gives the same text, the same finish reason and the same token counts at max_tokens, at a stop
 string and at EOS; and on a timeout every door says so the same way (an error: the status, an
-in-band event, an exception), never a normal finish.
+in-band event, an exception), never a normal finish. Forced tool calls through every door that
+takes tools: test_doors_forced_calls.py.
 
 Text doors (/generate, /v1/completions, /api/generate with ``raw``, OnnxTextGenerator with a
 string) get the chat prompt already rendered, so every door continues the very same tokens.

@@ -14,13 +14,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from backends.errors import GuidanceError
 from backends.types import GuidanceKind
 
+__all__ = ["Grammars", "Guide", "GuidanceError"]
+
 _FORMATS = {"json_schema": "json_schema", "regex": "regex", "lark_grammar": "lark"}
-
-
-class GuidanceError(Exception):
-    """The grammar is invalid, or the model's output left it."""
 
 
 class Grammars:
@@ -62,6 +61,16 @@ class Guide:
         fill_next_token_bitmask(self._matcher, self._bitmask, 0)
         apply_token_bitmask_inplace(logits.reshape(1, -1), self._bitmask)
 
+    def ended(self) -> bool:
+        """The grammar is complete and admits nothing more (a forced call written): the
+        sequence ends here, without waiting for an EOS that ``min_tokens`` may hold back."""
+        return bool(self._matcher.is_stopped())
+
     def consume(self, token: int) -> None:
         if not self._matcher.consume_token(token):
             raise GuidanceError(f"the grammar refused token {token}: {self._matcher.get_error()}")
+
+
+def first_line(error: str, limit: int = 300) -> str:
+    """llguidance's message without the parser state and grammar it appends."""
+    return " ".join(error.split("<state>")[0].split())[:limit]

@@ -103,21 +103,46 @@ def _choose_row(raw: Logits, state: RowState, eos_ids: frozenset[int]) -> Choice
 
 
 def sample(row: Logits, p: GenerationParams, rng: np.random.Generator) -> int:
-    """Temperature, then top-k, then top-p (nucleus), then a draw from ``rng``."""
+    """Temperature, then top-k and top-p as masks, then a seeded draw tied to token ids.
+
+    Each token of the vocabulary gets its own exponential noise ``E``, drawn in vocabulary
+    order, and the token with the largest ``probability / E`` wins: an exact draw from the
+    distribution (the exponential race, Gumbel-max's twin, as vLLM samples). A draw along a
+    sorted order would not hold: tokens of nearly equal probability trade places on the last
+    float bit, which moves with the batch size and prefill chunking, and the draw would land on
+    an unrelated token. Walking a cumulative sum in vocabulary order is not enough either: the
+    last bits of the likely tokens shift the boundaries of the unlikely ones after them. Here
+    a last-bit difference changes the winner only when the two best ``probability / E`` are
+    within that bit of each other. Top-k and top-p only choose a threshold (ties at it are all
+    kept), so they reorder nothing."""
     scaled = row.astype(np.float64) / p.temperature
-    candidates = np.arange(scaled.shape[0])
-    if 0 < p.top_k < scaled.shape[0]:
-        candidates = np.argpartition(-scaled, p.top_k - 1)[: p.top_k]
-    scores = scaled[candidates]
-    finite = np.isfinite(scores)
-    if not finite.any():  # everything masked: fall back to the best raw score
-        return int(candidates[np.argmax(scores)])
-    probs = np.exp(scores - scores[finite].max())
-    order = np.argsort(-probs, kind="stable")
-    probs, candidates = probs[order], candidates[order]
-    probs /= probs.sum()
+    # The same amount of randomness each step, one number per token id.
+    noise = rng.standard_exponential(len(scaled))
+    finite = np.isfinite(scaled)
+    if finite.all():  # nothing masked (no grammar): no copies
+        candidates, scores = np.arange(len(scaled)), scaled
+    else:
+        candidates = np.flatnonzero(finite)
+        if candidates.size == 0:  # everything masked: fall back to the best raw score
+            return int(np.argmax(row))
+        scores = scaled[candidates]
+    if 0 < p.top_k < candidates.size:
+        kth = np.partition(scores, candidates.size - p.top_k)[candidates.size - p.top_k]
+        candidates, scores = candidates[scores >= kth], scores[scores >= kth]
+    probs = np.exp(scores - scores.max())
     if p.top_p < 1.0:
-        keep = int(np.searchsorted(np.cumsum(probs), p.top_p)) + 1
-        probs, candidates = probs[:keep] / probs[:keep].sum(), candidates[:keep]
-    index = int(np.searchsorted(np.cumsum(probs), rng.random() * probs.sum(), side="right"))
-    return int(candidates[min(index, len(candidates) - 1)])
+        kept = probs >= _nucleus_threshold(probs, p.top_p)
+        candidates, probs = candidates[kept], probs[kept]
+    if candidates.size < len(noise):
+        noise = noise[candidates]
+    with np.errstate(divide="ignore"):  # a noise of exactly 0 wins, as it should
+        return int(candidates[np.argmax(probs / noise)])
+
+
+def _nucleus_threshold(probs: Logits, top_p: float) -> float:
+    """The smallest probability in the smallest set of the likeliest tokens whose mass
+    reaches ``top_p`` of the whole (at least the likeliest token)."""
+    ranked = np.sort(probs)[::-1]
+    mass = np.cumsum(ranked)
+    count = int(np.searchsorted(mass, top_p * mass[-1])) + 1
+    return float(ranked[min(count, ranked.shape[0]) - 1])

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from backends.engine.prefix_cache import common_prefix
+from backends.engine.prefix_cache import common_prefix, reusable
 
 
 class SlotTable:
@@ -33,11 +33,11 @@ class SlotTable:
     def acquire(self, prompt: Sequence[int]) -> tuple[int, int]:
         """A row for ``prompt``, and how many of its first tokens that row already holds.
 
-        At least one prompt token is always left to feed, so the model computes the logits
-        of the first new token."""
+        At least ``MIN_FEED`` prompt tokens are always left to feed, so the model computes the
+        logits of the first new token, the same way as without reuse."""
         best: tuple[int, int] | None = None
         for row, tokens in self._resident.items():
-            shared = min(common_prefix(tokens, prompt), len(prompt) - 1)
+            shared = reusable(common_prefix(tokens, prompt), len(prompt))
             if 2 * shared >= len(tokens) and shared > 0 and (best is None or shared > best[1]):
                 best = (row, shared)
         if best is not None:
@@ -47,7 +47,7 @@ class SlotTable:
             self._free.sort()
             return self._free.pop(0), 0
         row, tokens = self._resident.popitem(last=False)
-        return row, min(common_prefix(tokens, prompt), len(prompt) - 1)  # whatever it shares
+        return row, reusable(common_prefix(tokens, prompt), len(prompt))  # whatever it shares
 
     def release(self, row: int, tokens: list[int] | None) -> None:
         """Give a row back; ``tokens`` (those its KV cache holds) keep it resident for reuse."""

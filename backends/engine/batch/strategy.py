@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 
 from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
-from backends.engine.batch.guidance import Grammars, GuidanceError
+from backends.engine.batch.guidance import Grammars, GuidanceError, first_line
 from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
 from backends.engine.batch.sampler import RowState, choose
 from backends.engine.batch.slots import SlotTable
 from backends.engine.logits import logprob_entries
+from backends.engine.prefix_cache import chunk_length
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
 from backends.types import FinishReason, GeneratedToken, GenerationParams
@@ -209,8 +210,9 @@ class BatchStrategy:
 
     def _prefill(self, seqs: list[_Seq]) -> None:
         [seq] = seqs
-        chunk = seq.pending[: self.prefill_chunk]
-        del seq.pending[: self.prefill_chunk]
+        n = chunk_length(len(seq.pending), self.prefill_chunk)
+        chunk = seq.pending[:n]
+        del seq.pending[:n]
         past, total = len(seq.tokens), len(seq.tokens) + len(chunk)
         logits = self.decoder.run(
             np.asarray([chunk], dtype=np.int64),
@@ -258,7 +260,7 @@ class BatchStrategy:
                 try:
                     state.guide.consume(token)
                 except GuidanceError as exc:
-                    self._finish(seq, "error", str(exc))
+                    self._finish(seq, "grammar_error", first_line(str(exc)))
                     continue
             if token in eos:
                 self._finish(seq, "stop")
@@ -270,7 +272,7 @@ class BatchStrategy:
                     choice.logprobs, token, p.top_logprobs, self._token_text
                 )
                 event = GeneratedToken(token, event.text, chosen, top)
-            if seq.job.emit(event):
+            if seq.job.emit(event) or (state.guide is not None and state.guide.ended()):
                 self._finish(seq, "stop")
             elif state.generated >= p.max_new_tokens:
                 self._finish(seq, "length")

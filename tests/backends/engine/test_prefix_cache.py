@@ -2,7 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from backends.engine.prefix_cache import Held, PrefixCache, common_prefix
+from backends.engine.prefix_cache import (
+    MIN_FEED,
+    Held,
+    PrefixCache,
+    chunk_length,
+    common_prefix,
+    reusable,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -21,16 +28,39 @@ def test_take_prefers_longest_prefix_and_removes_it() -> None:
     cache: PrefixCache[str] = PrefixCache(4)
     cache.put(held([1, 2, 9], state="short"))
     cache.put(held([1, 2, 3, 4], state="long"))
-    got = cache.take("k", [1, 2, 3, 4, 5], needed=10)
+    got = cache.take("k", [1, 2, 3, 4, 5, 6], needed=10)
     assert got is not None and got[0].state == "long" and got[1] == 4
     assert len(cache) == 1
 
 
-def test_one_prompt_token_is_always_left_to_feed() -> None:
+def test_two_prompt_tokens_are_always_left_to_feed() -> None:
     cache: PrefixCache[str] = PrefixCache(4)
-    cache.put(held([1, 2, 3]))
-    got = cache.take("k", [1, 2, 3], needed=3)
+    cache.put(held([1, 2, 3, 4]))
+    got = cache.take("k", [1, 2, 3, 4], needed=3)
     assert got is not None and got[1] == 2
+    cache.put(held([1, 2, 3, 4]))
+    got = cache.take("k", [1, 2, 3, 4, 5], needed=3)  # one new token: one cached one re-fed
+    assert got is not None and got[1] == 3
+
+
+def test_reusable_leaves_two_tokens_but_never_goes_negative() -> None:
+    assert [reusable(9, n) for n in (0, 1, 2, 3, 10, 20)] == [0, 0, 0, 1, 8, 9]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4, 16])
+@pytest.mark.parametrize("pending", range(1, 40))
+def test_prefill_chunks_never_leave_a_token_alone(pending: int, chunk: int) -> None:
+    steps = []
+    left = pending
+    while left:
+        n = chunk_length(left, chunk)
+        assert 0 < n <= max(chunk, MIN_FEED + 1)
+        steps.append(n)
+        left -= n
+    assert sum(steps) == pending
+    assert pending == 1 or all(n >= MIN_FEED for n in steps), steps
+    if chunk >= 4:
+        assert len(steps) == -(-pending // chunk)  # never an extra step
 
 
 def test_key_capacity_and_min_match_are_respected() -> None:

@@ -1,5 +1,5 @@
 """/v1/chat/completions through the real app and the real demo model: shapes and greedy text,
-streams, logprobs, response_format, and what it refuses."""
+streams, logprobs, response_format, and what it refuses (grammars: test_grammar_errors.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ import math
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import METRIC_KEYS, DirectGenerator, assert_error
+from tests.conftest import (
+    METRIC_KEYS,
+    DirectGenerator,
+    assert_error,
+)
 from tests.routes.openai.helpers import (
     BOOL_SCHEMA,
     MESSAGES,
@@ -299,51 +303,3 @@ def test_context_overflow_is_a_400_with_counts(client: TestClient, stream_) -> N
     resp = client.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 5000})
     err = assert_error(resp, 400, "max_tokens")
     assert "5000" in err["message"]
-
-
-# ---- what the engine would reject is a 400 before anything runs ----------------------------------
-def _deep_schema(levels: int) -> dict:
-    schema: dict = {"type": "object"}
-    for _ in range(levels):
-        schema = {"type": "object", "properties": {"a": schema}}
-    return schema
-
-
-HOSTILE_SCHEMAS = {
-    "unknown type": {"type": "nonsense"},
-    "type not a string": {"type": 123},
-    "unclosed pattern": {"type": "string", "pattern": "(abc"},
-    "400 levels": _deep_schema(400),
-    "40k properties": {
-        "type": "object",
-        "properties": {f"p{i}": {"type": "string"} for i in range(40_000)},
-    },
-}
-
-
-@pytest.mark.parametrize("name", sorted(HOSTILE_SCHEMAS))
-@pytest.mark.parametrize("stream_", [False, True])
-def test_a_schema_the_engine_cannot_use_is_a_400(client: TestClient, name: str, stream_) -> None:
-    fmt = {"type": "json_schema", "json_schema": {"name": "s", "schema": HOSTILE_SCHEMAS[name]}}
-    body = {"messages": MESSAGES, "max_tokens": 4, "response_format": fmt, "stream": stream_}
-    err = assert_error(client.post("/v1/chat/completions", json=body), 400, "response_format")
-    assert err["type"] == "invalid_request_error"
-    assert "llguidance" not in err["message"].lower() and "\n" not in err["message"]
-    assert (
-        client.post(
-            "/v1/chat/completions", json={"messages": MESSAGES, "max_tokens": 2}
-        ).status_code
-        == 200
-    )
-
-
-def test_a_recursive_schema_is_served(client: TestClient) -> None:
-    schema = {
-        "type": "object",
-        "properties": {"name": {"type": "string", "maxLength": 5}, "child": {"$ref": "#"}},
-        "required": ["name"],
-        "additionalProperties": False,
-    }
-    fmt = {"type": "json_schema", "json_schema": {"name": "tree", "schema": schema}}
-    body = chat(client, max_tokens=60, seed=1, response_format=fmt)
-    assert body["choices"][0]["message"]["content"].startswith("{")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,6 @@ def test_full_server_answers_429_with_retry_after() -> None:
 def test_admin_lists_and_cancels_a_running_request() -> None:
     with make_client(admin=True) as c:
         wait_ready(c)
-        started = threading.Event()
         result: dict[str, object] = {}
 
         def long_request() -> None:
@@ -102,19 +102,27 @@ def test_admin_lists_and_cancels_a_running_request() -> None:
             with c.stream(
                 "POST", "/v1/chat/completions", json=body, headers={"X-Request-ID": "long-1"}
             ) as r:
-                lines = []
-                for line in r.iter_lines():
-                    started.set()
-                    lines.append(line)
-                result["lines"] = lines
+                result["lines"] = list(r.iter_lines())
 
         t = threading.Thread(target=long_request)
         t.start()
-        assert started.wait(30)
-        listed = c.get("/admin/requests").json()["data"]
+        # Poll until it produced a token (however slow the machine); every listing on the way
+        # must agree with itself and with the gauges: a request with a token is running.
+        deadline = time.monotonic() + 60
+        while True:
+            listed = c.get("/admin/requests").json()["data"]
+            for entry in listed:
+                assert entry["state"] == "running" or entry["generated_tokens"] == 0, entry
+            if listed and listed[0]["generated_tokens"] > 0:
+                break
+            assert time.monotonic() < deadline, listed
+            time.sleep(0.01)  # a poll interval, not a guess at how long anything takes
         # (the stream's last event is checked below: an operator's cancel is no normal end)
         assert len(listed) == 1 and listed[0]["state"] == "running"
         assert listed[0]["id"].startswith("long-1")  # the request id names the generation
+        gauges = c.get("/metrics").text
+        assert metric(gauges, "genai_requests_running") == 1
+        assert metric(gauges, "genai_requests_waiting") == 0
         rid = listed[0]["id"]
         assert c.post(f"/admin/requests/{rid}/cancel").json() == {"id": rid, "cancelled": True}
         t.join(30)

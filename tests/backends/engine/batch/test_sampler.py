@@ -97,3 +97,73 @@ def test_top_k_and_top_p_cut_the_candidates() -> None:
     assert top_p == {0}
     wide = {sample(row, params(temperature=1.0), rng) for _ in range(300)}
     assert {0, 1, 2} <= wide
+
+
+# ---- reproducible draws: a last-bit difference in the logits must not move them ---------------
+BENCH_VOCAB = 49_152  # the benchmark model's vocabulary (SmolLM2-135M shape)
+PAIRS = 40  # the likeliest tokens come in pairs of equal logits, 0.1 apart pair to pair
+
+
+def paired_logits(vocab: int) -> tuple[np.ndarray, np.ndarray]:
+    """Logits whose likeliest tokens come in exactly tied pairs (scattered over the vocabulary)
+    and whose tail is full of ties too, as a row and a copy nudged by one float32 step up or
+    down per token: the bits a different batch size or prefill chunking changes. A sorted draw
+    swaps tied tokens under such a nudge; a draw in vocabulary order does not."""
+    gen = np.random.default_rng(1)
+    row = np.round(gen.normal(-4.0, 1.0, vocab), 1).astype(np.float32)  # ties in the tail
+    top = gen.choice(vocab, 2 * PAIRS, replace=False)
+    row[top] = np.repeat(8.0 - 0.1 * np.arange(PAIRS), 2).astype(np.float32)
+    up = gen.random(vocab) < 0.5
+    nudged = np.where(up, np.nextafter(row, np.inf), np.nextafter(row, -np.inf))
+    return row, nudged.astype(np.float32)
+
+
+def pair_mass_top_p(row: np.ndarray, pairs: int, temperature: float) -> float:
+    """A top-p that ends the nucleus inside the ``pairs``-th pair's second token, away from
+    any boundary a nudge could move."""
+    probs = np.exp(row.astype(np.float64) / temperature)
+    ranked = np.sort(probs)[::-1]
+    through = ranked[: 2 * pairs].sum()
+    return float((through - ranked[2 * pairs - 1] / 2) / probs.sum())
+
+
+@pytest.mark.parametrize("vocab", [1024, BENCH_VOCAB])
+@pytest.mark.parametrize("cut", ["none", "top_k", "top_p", "both"])
+def test_a_last_bit_difference_does_not_move_a_seeded_draw(vocab: int, cut: str) -> None:
+    row, nudged = paired_logits(vocab)
+    assert not np.array_equal(row, nudged)
+    temperature = 0.9
+    cuts: dict[str, object] = {}
+    if cut in ("top_k", "both"):
+        cuts["top_k"] = 2 * 25  # ends on a pair's second token: ties kept whole
+    if cut in ("top_p", "both"):
+        cuts["top_p"] = pair_mass_top_p(row, 10, temperature)
+
+    def draws(logits: np.ndarray, seed: int) -> list[int]:
+        p = params(temperature=temperature, seed=seed, **cuts)
+        rng = RowState.create(p, [1]).rng
+        return [sample(logits, p, rng) for _ in range(300)]
+
+    for seed in (3, 11):
+        base = draws(row, seed)
+        assert draws(nudged, seed) == base
+        assert len(set(base)) > 10  # a real spread of tokens was drawn, ties among them
+    if "top_k" in cuts:
+        assert set(draws(row, 5)) <= set(np.argsort(-row, kind="stable")[:50].tolist())
+
+
+def test_top_p_keeps_the_smallest_likeliest_set_and_ties_at_its_edge() -> None:
+    row = np.log(np.asarray([0.1, 0.4, 0.2, 0.2, 0.1], dtype=np.float32))
+    rng = np.random.default_rng(0)
+    drawn = {sample(row, params(temperature=1.0, top_p=0.5), rng) for _ in range(300)}
+    assert drawn == {1, 2, 3}  # 0.4 is not enough, 0.4 + 0.2 is; the other 0.2 ties with it
+    drawn = {sample(row, params(temperature=1.0, top_p=0.4), rng) for _ in range(300)}
+    assert drawn == {1}
+
+
+def test_a_draw_follows_the_distribution() -> None:
+    row = np.asarray([np.log(0.5), -np.inf, np.log(0.3), np.log(0.2)], dtype=np.float32)
+    rng = np.random.default_rng(0)
+    counts = np.bincount([sample(row, params(temperature=1.0), rng) for _ in range(4000)], None, 4)
+    assert counts[1] == 0
+    assert np.allclose(counts / 4000, [0.5, 0.0, 0.3, 0.2], atol=0.03)

@@ -25,10 +25,10 @@ def test_a_continuation_takes_its_row_and_skips_the_shared_tokens() -> None:
     assert len(table) == 0
 
 
-def test_at_least_one_prompt_token_is_left_to_feed() -> None:
+def test_at_least_two_prompt_tokens_are_left_to_feed() -> None:
     table = SlotTable(2, keep=2)
-    table.release(table.acquire([1, 2, 3])[0], [1, 2, 3])
-    assert table.acquire([1, 2, 3])[1] == 2
+    table.release(table.acquire([1, 2, 3, 4])[0], [1, 2, 3, 4])
+    assert table.acquire([1, 2, 3, 4])[1] == 2
 
 
 def test_a_shared_template_prefix_does_not_take_another_conversation_s_row() -> None:

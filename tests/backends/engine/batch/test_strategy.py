@@ -192,3 +192,38 @@ def test_a_graph_it_does_not_understand_falls_back_to_the_generator(
         assert run(batch_config(folder), body) == "generator"
     assert "batch scheduler: cannot serve this model" in caplog.text
     assert "not shared between past and present" in caplog.text
+
+
+def test_no_prompt_token_is_fed_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step of one new token takes other kernels than a step of several (on int4 models
+    with int8 activations the logits moved by up to 1.1, backends/engine/prefix_cache.py): a
+    prompt's tokens are fed two or more at a time, in chunks and after a reused prefix alike,
+    so a prompt reads the same whichever way it was prefilled."""
+    from backends.engine.batch.decoder import Decoder
+
+    calls: list[tuple[int, int]] = []  # (new tokens, first position) of every one-row run
+    run_decoder = Decoder.run
+
+    def spy(self: Decoder, input_ids: Any, mask: Any, positions: Any, *args: Any) -> Any:
+        if input_ids.shape[0] == 1:
+            calls.append((input_ids.shape[1], int(positions[0, 0])))
+        return run_decoder(self, input_ids, mask, positions, *args)
+
+    async def body(service: InferenceService) -> list[tuple[str, int, int, list]]:
+        out = []
+        for words in range(3, 40):  # prompt lengths across the 16-token chunk boundaries
+            prompt = user("river " * words)
+            for _ in range(2):  # the second run reuses the first one's prefix
+                calls.clear()
+                result = await (await service.submit(request(prompt, max_tokens=3))).result()
+                fed = [n for n, first in calls if first < result.usage.prompt_tokens]
+                out.append((text(result), result.usage.prompt_tokens, words, fed))
+        return out
+
+    monkeypatch.setattr(Decoder, "run", spy)
+    runs = run(batch_config(cache_sequences=2, prefill_chunk=16), body)
+    assert {n % 16 for _, n, _, _ in runs} == set(range(16))  # every last-chunk size was met
+    for first, second in zip(runs[::2], runs[1::2], strict=True):
+        assert all(n >= 2 for n in first[3] + second[3]), (first, second)
+        assert 2 <= sum(second[3]) < second[1]  # the second run reused a prefix
+        assert first[0] == second[0]
