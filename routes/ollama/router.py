@@ -144,7 +144,7 @@ def _refusal(path: str, method: str) -> None:
         path,
         refuse,
         methods=[method],
-        responses={400: {"model": OllamaError, "description": message}},
+        responses={400: {"model": OllamaError, "description": message}, 401: ERRORS[401]},
         summary=f"Not supported here: {message}",
     )
 
