@@ -56,9 +56,8 @@ SAMPLES = {  # name -> (seconds, seed); each written as wav, flac and mp3
 SILENCE = 0.25  # seconds of digital silence at each end of a clip
 ORACLE_FORMATS = ("wav", "flac")  # lossless: the same samples reach both sides
 NEW_TOKENS = SHAPE["max_target_positions"] - 4  # what fits after the four prompt tokens
-KEPT_FRAMES = range(
-    0, 3000, 100
-)  # the reference features kept in expected.json  # lossless: the same samples reach both sides
+# The reference features kept in expected.json: every 100th frame.
+KEPT_FRAMES = range(0, 3000, 100)
 
 
 def special_tokens() -> tuple[list[str], list[str]]:

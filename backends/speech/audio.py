@@ -18,6 +18,7 @@ import soundfile as sf
 from backends.errors import InvalidRequest
 
 WINDOW_SECONDS = 30.0  # what one Whisper encoder pass covers
+MODEL_RATE = 16000  # Whisper's sample rate; the audio processor only resamples downwards
 NATIVE_FORMATS = {"WAV", "FLAC", "MP3"}  # decoded by the audio processor itself
 
 
@@ -43,8 +44,9 @@ class Audio:
     windows: tuple[AudioWindow, ...]
 
 
-def probe(data: bytes, *, max_seconds: float, param: str = "file") -> tuple[str, float]:
-    """The format and duration of ``data``; InvalidAudio if it is not audio or too long."""
+def probe(data: bytes, *, max_seconds: float, param: str = "file") -> tuple[str, float, int]:
+    """The format, duration and sample rate of ``data``; InvalidAudio if it is not audio or
+    too long."""
     if not data:
         raise InvalidAudio("The audio file is empty.", param=param)
     try:
@@ -64,13 +66,13 @@ def probe(data: bytes, *, max_seconds: float, param: str = "file") -> tuple[str,
             "(GENAI_MAX_AUDIO_SECONDS).",
             param=param,
         )
-    return info.format, duration
+    return info.format, duration, info.samplerate
 
 
 def prepare(data: bytes, *, max_seconds: float, param: str = "file") -> Audio:
     """Check ``data`` and cut it into model windows."""
-    fmt, duration = probe(data, max_seconds=max_seconds, param=param)
-    if fmt in NATIVE_FORMATS and duration <= WINDOW_SECONDS:
+    fmt, duration, rate = probe(data, max_seconds=max_seconds, param=param)
+    if fmt in NATIVE_FORMATS and duration <= WINDOW_SECONDS and rate >= MODEL_RATE:
         return Audio(fmt, duration, (AudioWindow(data, 0.0, duration),))
     try:
         pcm, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
@@ -79,6 +81,9 @@ def prepare(data: bytes, *, max_seconds: float, param: str = "file") -> Audio:
             f"The audio could not be decoded ({_reason(exc)}).", param=param
         ) from None
     mono = pcm.mean(axis=1)
+    if rate < MODEL_RATE:  # up to 16 kHz here (linear: no new content is needed)
+        mono = _upsample(mono, rate, MODEL_RATE)
+        rate = MODEL_RATE
     step = int(WINDOW_SECONDS * rate)
     windows: list[AudioWindow] = []
     for begin in range(0, len(mono), step):
@@ -87,6 +92,12 @@ def prepare(data: bytes, *, max_seconds: float, param: str = "file") -> Audio:
             break
         windows.append(AudioWindow(_wav(piece, rate), begin / rate, len(piece) / rate))
     return Audio(fmt, duration, tuple(windows))
+
+
+def _upsample(pcm: np.ndarray, rate: int, to: int) -> np.ndarray:
+    n = int(round(len(pcm) * to / rate))
+    out: np.ndarray = np.interp(np.arange(n) * (rate / to), np.arange(len(pcm)), pcm)
+    return out.astype(np.float32)
 
 
 def _wav(pcm: np.ndarray, rate: int) -> bytes:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from backends.errors import InvalidRequest
+from backends.speech.audio import InvalidAudio
 
 
 def is_speech_folder(path: Path) -> bool:
@@ -111,7 +112,13 @@ class WhisperModel:
     # ---- running ---------------------------------------------------------------------------
     def _generator(self, audio: bytes, text: str, max_length: int, temperature: float) -> Any:
         og = self._og
-        inputs = self.processor(text, audios=og.Audios.open_bytes(audio))
+        try:
+            inputs = self.processor(text, audios=og.Audios.open_bytes(audio))
+        except RuntimeError as exc:  # the audio processor could not decode these bytes
+            raise InvalidAudio(
+                f"The audio processor could not decode the file ({str(exc)[:160]}).",
+                param="file",
+            ) from None
         params = og.GeneratorParams(self.model)
         if temperature > 0:
             params.set_search_options(
