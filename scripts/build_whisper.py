@@ -15,6 +15,7 @@ clip, and how far onnxruntime-genai's audio features are from ``WhisperFeatureEx
 
     python scripts/build_whisper.py --out tests/hub_models/whisper-tiny
     python scripts/build_whisper.py --out tests/hub_models/whisper-tiny --check
+    python scripts/build_whisper.py --shape tiny --out /some/folder   # benchmark size
 
 Needs the build-time packages in requirements-build.txt (torch, transformers, soundfile, ...).
 """
@@ -47,6 +48,20 @@ SHAPE = {
 }
 BPE_VOCAB = 512
 LANGUAGES = ["en", "zh", "de", "es", "ru", "ko", "fr", "ja"]  # Whisper's first eight, its order
+# whisper-tiny's real dimensions, for the benchmark (not committed): the same tokenizer padded
+# to Whisper's 50,257 text tokens (unreachable fillers) and all its languages, so the vocabulary
+# (51,866) and the LM head are full size.
+TINY = {
+    **SHAPE,
+    "d_model": 384,
+    "encoder_layers": 4,
+    "decoder_layers": 4,
+    "encoder_attention_heads": 6,
+    "decoder_attention_heads": 6,
+    "encoder_ffn_dim": 1536,
+    "decoder_ffn_dim": 1536,
+}
+TINY_TEXT_TOKENS = 50257
 TIMESTAMPS = 1501  # <|0.00|> .. <|30.00|>
 RATE = 16000
 SAMPLES = {  # name -> (seconds, seed); each written as wav, flac and mp3
@@ -60,10 +75,10 @@ NEW_TOKENS = SHAPE["max_target_positions"] - 4  # what fits after the four promp
 KEPT_FRAMES = range(0, 3000, 100)
 
 
-def special_tokens() -> tuple[list[str], list[str]]:
+def special_tokens(languages: list[str]) -> tuple[list[str], list[str]]:
     """Whisper's special tokens (in its order) and its timestamps (added, not special)."""
     special = ["<|endoftext|>", "<|startoftranscript|>"]
-    special += [f"<|{lang}|>" for lang in LANGUAGES]
+    special += [f"<|{lang}|>" for lang in languages]
     special += [
         "<|translate|>",
         "<|transcribe|>",
@@ -76,7 +91,7 @@ def special_tokens() -> tuple[list[str], list[str]]:
     return special, stamps
 
 
-def make_tokenizer(out_dir: Path) -> Any:
+def make_tokenizer(out_dir: Path, languages: list[str], text_tokens: int = BPE_VOCAB) -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AddedToken, WhisperTokenizer
 
@@ -92,9 +107,11 @@ def make_tokenizer(out_dir: Path) -> Any:
     )
     bpe.train_from_iterator(corpus(), trainer=trainer)
     model = json.loads(bpe.to_str())["model"]
+    for i in range(len(model["vocab"]), text_tokens):  # fillers no merge ever produces
+        model["vocab"][f"\u0120<filler{i}>"] = i
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
     tok = WhisperTokenizer(vocab=model["vocab"], merges=merges)
-    special, stamps = special_tokens()
+    special, stamps = special_tokens(languages)
     tok.add_special_tokens(
         {"additional_special_tokens": special},
         replace_extra_special_tokens=True,
@@ -135,7 +152,7 @@ def write_samples(samples_dir: Path) -> None:
         sf.write(samples_dir / f"{name}.mp3", x, RATE, format="MP3")
 
 
-def make_hf_folder(hf_dir: Path, seed: int, init_std: float) -> None:
+def make_hf_folder(hf_dir: Path, seed: int, init_std: float, shape: str = "test") -> None:
     import torch
     from transformers import (
         GenerationConfig,
@@ -144,11 +161,15 @@ def make_hf_folder(hf_dir: Path, seed: int, init_std: float) -> None:
         WhisperForConditionalGeneration,
     )
 
-    tok = make_tokenizer(hf_dir)
+    from backends.speech.languages import CODES
+
+    dims = TINY if shape == "tiny" else SHAPE
+    languages = list(CODES) if shape == "tiny" else LANGUAGES
+    tok = make_tokenizer(hf_dir, languages, TINY_TEXT_TOKENS if shape == "tiny" else BPE_VOCAB)
     ids = tok.convert_tokens_to_ids
     eot, sot = ids("<|endoftext|>"), ids("<|startoftranscript|>")
     config = WhisperConfig(
-        **SHAPE,
+        **dims,
         vocab_size=len(tok),
         init_std=init_std,
         bos_token_id=eot,
@@ -171,7 +192,7 @@ def make_hf_folder(hf_dir: Path, seed: int, init_std: float) -> None:
         pad_token_id=eot,
         max_length=SHAPE["max_target_positions"],
         is_multilingual=True,
-        lang_to_id={f"<|{lang}|>": ids(f"<|{lang}|>") for lang in LANGUAGES},
+        lang_to_id={f"<|{lang}|>": ids(f"<|{lang}|>") for lang in languages},
         task_to_id={"transcribe": ids("<|transcribe|>"), "translate": ids("<|translate|>")},
         no_timestamps_token_id=ids("<|notimestamps|>"),
         prev_sot_token_id=ids("<|startofprev|>"),
@@ -289,18 +310,21 @@ def expected_outputs(folder: Path) -> dict[str, Any]:
     }
 
 
-def build(out: Path, seed: int, init_std: float) -> None:
+def build(out: Path, seed: int, init_std: float, shape: str = "test") -> None:
     from scripts.build_model import run_builder
 
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = Path(tmp) / "hf"
-        make_hf_folder(hf_dir, seed, init_std)
+        make_hf_folder(hf_dir, seed, init_std, shape)
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
         run_builder(hf_dir, out, "fp32", [], cache_dir=Path(tmp) / "cache")
         for name in HF_FILES:
             shutil.copy2(hf_dir / name, out / name)
+    if shape != "test":  # a benchmark model: no clips, no oracle
+        print(f"wrote {out}")
+        return
     write_samples(out / "samples")
     (out / "expected.json").write_text(json.dumps(expected_outputs(out), indent=1) + "\n")
     print(f"wrote {out}")
@@ -316,7 +340,12 @@ def main() -> None:
     ap.add_argument(
         "--check", action="store_true", help="re-derive expected.json from --out and compare"
     )
-    ap.add_argument("--samples-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--shape",
+        choices=["test", "tiny"],
+        default="test",
+        help="test: the committed model (with clips and oracle); tiny: whisper-tiny's dimensions",
+    )
     args = ap.parse_args()
     if args.check:
         recorded = json.loads((args.out / "expected.json").read_text())
@@ -324,13 +353,7 @@ def main() -> None:
         same = derived["transcriptions"] == recorded["transcriptions"]
         print("expected.json matches the weights" if same else "expected.json DIFFERS")
         sys.exit(0 if same else 1)
-    if args.samples_only:  # new clips and their oracle for the model already in --out
-        write_samples(args.out / "samples")
-        (args.out / "expected.json").write_text(
-            json.dumps(expected_outputs(args.out), indent=1) + "\n"
-        )
-        return
-    build(args.out, args.seed, args.init_std)
+    build(args.out, args.seed, args.init_std, args.shape)
 
 
 if __name__ == "__main__":
