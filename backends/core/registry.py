@@ -220,6 +220,12 @@ class ModelRegistry:
     async def load(self, config: ServiceConfig) -> InferenceService:
         """Add and load a model at runtime. Its name (and its adapters') must be new; if it
         fails to load it is removed again and the error raised."""
+        if is_speech_folder(config.model.path):
+            raise InvalidRequest(
+                "A speech-to-text (whisper) model cannot be loaded at runtime yet; list it in "
+                "the models file.",
+                param="path",
+            )
         service = self._add(InferenceService(config))
         try:
             await service.start()
@@ -235,6 +241,13 @@ class ModelRegistry:
     async def unload(self, name: str, timeout: float) -> int:
         """Drain model ``name`` (up to ``timeout`` s, then cancel), stop it and remove it.
         Returns how many of its sequences had to be cancelled."""
+        speech = self._speech.pop(name, None)
+        if speech is not None:
+            self._attachments.detach(name)
+            cancelled = await speech.drain(timeout)
+            await speech.stop()
+            log.info("model %r unloaded (%d transcriptions cancelled)", name, cancelled)
+            return cancelled
         service = self._services.get(name)
         if service is None:
             self.get(name)  # a 404 that lists the served models

@@ -321,10 +321,10 @@ class TranscriptionService:
                 log.exception("transcription %s failed", job.handle.id)
                 job.handle._send("error", GenerationFailed(f"Transcription failed: {exc}"))
             else:
-                job.handle._send("done", result)
-                if self.observer is not None:
+                if self.observer is not None:  # counted before the answer can go out
                     observer = self.observer
                     job.handle._loop.call_soon_threadsafe(observer.on_transcribed, result)
+                job.handle._send("done", result)
             finally:
                 self._running = None
                 self._inflight.pop(job.handle.id, None)

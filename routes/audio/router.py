@@ -13,6 +13,7 @@ from fastapi.responses import PlainTextResponse, Response
 from backends.errors import GenAIError
 from backends.speech.service import TranscriptionRequest
 from routes.audio import serving
+from routes.http.cancellation import unless_disconnected
 from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import event_stream, sse_response_doc
@@ -92,7 +93,7 @@ async def transcriptions(
     name = service.model_name
     if stream:
         return event_stream(serving.events(handle, name), ping=settings.server.sse_ping)
-    result = await handle.result()
+    result = await unless_disconnected(request, handle.result())  # a client gone cancels it
     if response_format == "text":
         return PlainTextResponse(result.text)
     if response_format == "srt":

@@ -236,3 +236,19 @@ def test_models_health_and_metrics_list_whisper(client: TestClient) -> None:
     assert grew("genai_media_requests_total") == 1
     assert grew("genai_media_bytes_total") == len(sample("tone.wav"))
     assert grew("genai_audio_seconds_total") == pytest.approx(3.0)
+
+
+def test_unload_whisper_then_transcriptions_name_it_missing(tmp_path: Any) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(
+        f'[[models]]\nname = "demo"\npath = "{DEMO_MODEL_DIR}"\n\n'
+        f'[[models]]\nname = "whisper"\npath = "{WHISPER}"\n'
+    )
+    with make_client(models_file=path, admin=True) as c:
+        wait_ready(c)
+        assert transcribe(c, sample("tone.wav")).status_code == 200
+        resp = c.delete("/admin/models/whisper")
+        assert resp.status_code == 200, resp.text
+        assert_error(transcribe(c, sample("tone.wav")), 404, "model")
+        resp = c.post("/admin/models", json={"name": "whisper", "path": str(WHISPER)})
+        assert_error(resp, 400, "path")
