@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from backends.errors import InvalidRequest
+from backends.models.loader import usable_cpus
 from backends.speech.audio import InvalidAudio
 
 
@@ -51,9 +52,10 @@ class WhisperModel:
 
         self._og = og
         config = og.Config(str(path))
-        if intra_op_threads:
-            overlay = {"session_options": {"intra_op_num_threads": intra_op_threads}}
-            config.overlay(json.dumps({"model": {"encoder": overlay, "decoder": overlay}}))
+        # As for the chat models: every usable CPU unless told (og's default acts as one).
+        threads = intra_op_threads or usable_cpus()
+        overlay = {"session_options": {"intra_op_num_threads": threads}}
+        config.overlay(json.dumps({"model": {"encoder": overlay, "decoder": overlay}}))
         self.model = og.Model(config)
         self.processor = self.model.create_multimodal_processor()
         self.tokenizer = og.Tokenizer(self.model)
