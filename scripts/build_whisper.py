@@ -71,6 +71,7 @@ SAMPLES = {  # name -> (seconds, seed); each written as wav, flac and mp3
 SILENCE = 0.25  # seconds of digital silence at each end of a clip
 ORACLE_FORMATS = ("wav", "flac")  # lossless: the same samples reach both sides
 NEW_TOKENS = SHAPE["max_target_positions"] - 4  # what fits after the four prompt tokens
+PROMPT = "river and city"  # previous text for the prompted transcription
 # The reference features kept in expected.json: every 100th frame.
 KEPT_FRAMES = range(0, 3000, 100)
 
@@ -228,14 +229,19 @@ def hf_features(folder: Path, pcm: Any) -> Any:
     return fe(pcm, sampling_rate=RATE, return_tensors="np").input_features
 
 
-def hf_transcribe(folder: Path, pcm: Any, language: str) -> dict[str, Any]:
-    """Hugging Face generate(), greedy, language and task given (no detection step)."""
+def hf_transcribe(
+    folder: Path, pcm: Any, language: str, prompt: str | None = None
+) -> dict[str, Any]:
+    """Hugging Face generate(), greedy, language and task given (no detection step), with
+    ``prompt`` as previous text (``prompt_ids``) if given."""
     import torch
     from transformers import WhisperForConditionalGeneration, WhisperTokenizer
 
     model = WhisperForConditionalGeneration.from_pretrained(folder).eval()
     tok = WhisperTokenizer.from_pretrained(folder)
     features = torch.from_numpy(hf_features(folder, pcm))
+    prompt_ids = tok.get_prompt_ids(prompt, return_tensors="pt") if prompt else None
+    room = NEW_TOKENS - (len(prompt_ids) if prompt_ids is not None else 0)
     with torch.no_grad():
         out = model.generate(
             features,
@@ -243,10 +249,12 @@ def hf_transcribe(folder: Path, pcm: Any, language: str) -> dict[str, Any]:
             task="transcribe",
             do_sample=False,
             num_beams=1,
-            max_new_tokens=NEW_TOKENS,
+            max_new_tokens=room,
+            prompt_ids=prompt_ids,
         )
     seq = [int(t) for t in out[0]]
-    prefix = [
+    prefix = [int(t) for t in prompt_ids] if prompt_ids is not None else []
+    prefix += [
         tok.convert_tokens_to_ids(t)
         for t in ("<|startoftranscript|>", f"<|{language}|>", "<|transcribe|>", "<|notimestamps|>")
     ]
@@ -254,7 +262,7 @@ def hf_transcribe(folder: Path, pcm: Any, language: str) -> dict[str, Any]:
         seq = seq[len(prefix) :]
     # transformers 5.24's Whisper generate() ran on past max_new_tokens here (888 tokens, past
     # the 448 decoder positions); what fits in the model's context is the oracle.
-    seq = seq[:NEW_TOKENS]
+    seq = seq[:room]
     if seq and seq[-1] == model.generation_config.eos_token_id:
         seq, finish = seq[:-1], "stop"
     else:
@@ -265,6 +273,18 @@ def hf_transcribe(folder: Path, pcm: Any, language: str) -> dict[str, Any]:
         "text": tok.decode(seq, skip_special_tokens=True),
         "finish_reason": finish,
     }
+
+
+def hf_language(folder: Path, pcm: Any) -> str:
+    """Hugging Face's language detection (``detect_language``), as a code."""
+    import torch
+    from transformers import WhisperForConditionalGeneration, WhisperTokenizer
+
+    model = WhisperForConditionalGeneration.from_pretrained(folder).eval()
+    tok = WhisperTokenizer.from_pretrained(folder)
+    with torch.no_grad():
+        token = model.detect_language(torch.from_numpy(hf_features(folder, pcm)))
+    return str(tok.convert_ids_to_tokens([int(token[0])])[0])[2:-2]
 
 
 def og_features(folder: Path, audio: bytes) -> Any:
@@ -297,7 +317,18 @@ def expected_outputs(folder: Path) -> dict[str, Any]:
             if fmt == "wav":
                 reference[name] = hf[0][:, list(KEPT_FRAMES)].T.round(6).tolist()
             if fmt in ORACLE_FORMATS:
-                clips.append({"file": f"samples/{name}.{fmt}", **hf_transcribe(folder, pcm, "en")})
+                clips.append(
+                    {
+                        "file": f"samples/{name}.{fmt}",
+                        "detected_language": hf_language(folder, pcm),
+                        **hf_transcribe(folder, pcm, "en"),
+                    }
+                )
+    prompted = {
+        "file": "samples/tone.wav",
+        "prompt": PROMPT,
+        **hf_transcribe(folder, decode_pcm(folder / "samples" / "tone.wav"), "en", PROMPT),
+    }
     return {
         "oracle": f"transformers {transformers.__version__} WhisperForConditionalGeneration"
         ".generate(), greedy, fp32, language en, task transcribe",
@@ -307,6 +338,7 @@ def expected_outputs(folder: Path) -> dict[str, Any]:
         "reference_features": reference,
         "max_new_tokens": NEW_TOKENS,
         "transcriptions": clips,
+        "prompted": prompted,
     }
 
 
@@ -350,7 +382,7 @@ def main() -> None:
     if args.check:
         recorded = json.loads((args.out / "expected.json").read_text())
         derived = expected_outputs(args.out)
-        same = derived["transcriptions"] == recorded["transcriptions"]
+        same = all(derived[k] == recorded[k] for k in ("transcriptions", "prompted"))
         print("expected.json matches the weights" if same else "expected.json DIFFERS")
         sys.exit(0 if same else 1)
     build(args.out, args.seed, args.init_std, args.shape)

@@ -18,6 +18,7 @@ import numpy as np
 from backends.errors import InvalidRequest
 from backends.models.loader import usable_cpus
 from backends.speech.audio import InvalidAudio
+from backends.speech.text import ByteText
 
 
 def is_speech_folder(path: Path) -> bool:
@@ -65,6 +66,7 @@ class WhisperModel:
         self.vocab_size = int(genai["vocab_size"])
         self.languages = self._languages()
         self.no_speech = self._id("<|nospeech|>")
+        self.bytes = ByteText.from_folder(Path(path), self.eot)
 
     def _id(self, token: str) -> int | None:
         ids = list(self.tokenizer.encode(token))
@@ -162,7 +164,8 @@ class WhisperModel:
         text = self._decoder_prompt(language, prompt)
         generator = self._generator(audio, text, self.context_length, temperature)
         prompt_tokens = len(generator.get_sequence(0))
-        stream = self.tokenizer.create_stream()
+        stream = self.bytes.stream() if self.bytes is not None else None
+        og_stream = self.tokenizer.create_stream()
         tokens: list[int] = []
         pieces: list[str] = []
         logprob = 0.0
@@ -182,10 +185,14 @@ class WhisperModel:
                 break
             tokens.append(token)
             if token < self.eot:  # text; special tokens and timestamps are not
-                piece = stream.decode(token)
+                piece = stream.add(token) if stream is not None else og_stream.decode(token)
                 if piece:
                     pieces.append(piece)
                     on_text(piece)
+        rest = stream.flush() if stream is not None else ""
+        if rest:
+            pieces.append(rest)
+            on_text(rest)
         count = max(len(tokens) + (finish == "stop"), 1)
         return WindowResult(
             tokens=tuple(tokens),

@@ -104,3 +104,21 @@ def test_different_audio_gives_different_tokens() -> None:
 def test_expected_json_rederives_from_the_weights() -> None:
     cmd = [sys.executable, "scripts/build_whisper.py", "--out", str(FOLDER), "--check"]
     assert subprocess.run(cmd, cwd=ROOT, check=False).returncode == 0
+
+
+def test_detected_language_matches_hugging_face_detect_language(whisper: WhisperModel) -> None:
+    for clip in EXPECTED["transcriptions"]:
+        detected = whisper.detect((FOLDER / clip["file"]).read_bytes())
+        assert detected.language == clip["detected_language"], clip["file"]
+        assert 0.0 <= detected.no_speech_prob <= 1.0
+
+
+def test_prompted_tokens_match_hugging_face_generate_with_prompt_ids() -> None:
+    prompted = EXPECTED["prompted"]
+    request = TranscriptionRequest(
+        audio=(FOLDER / prompted["file"]).read_bytes(), language="en", prompt=prompted["prompt"]
+    )
+    [(_, result)] = _transcribe([request])
+    assert list(result.segments[0].tokens) == prompted["generated_ids"]
+    assert result.usage.text_tokens == len(prompted["prompt_ids"])
+    assert result.text == prompted["text"]
