@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from backends.core.handle import FinishedChoice
 from backends.core.service import ServiceStats
-from backends.speech.service import TranscriptionResult
+from backends.speech.request import TranscriptionResult
 
 log = logging.getLogger("genai.requests")
 

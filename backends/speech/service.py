@@ -27,73 +27,23 @@ from backends.errors import (
     ModelNotFound,
     NotReady,
     Overloaded,
+    RequestCancelled,
+    RequestTimedOut,
     ShuttingDown,
 )
 from backends.speech.audio import Audio, prepare
+from backends.speech.request import (
+    Segment,
+    SpeechTiming,
+    SpeechUsage,
+    TranscriptionRequest,
+    TranscriptionResult,
+)
 from backends.speech.whisper import WhisperModel, compression_ratio
 
 log = logging.getLogger("genai.speech")
 
 AUDIO_TOKENS_PER_WINDOW = 1500  # encoder positions the decoder attends to, per 30 s window
-
-
-@dataclass(frozen=True)
-class TranscriptionRequest:
-    audio: bytes
-    model: str | None = None
-    language: str | None = None  # None: detected
-    prompt: str | None = None
-    temperature: float = 0.0
-    request_id: str = ""
-    max_seconds: float = 1800.0
-
-
-@dataclass(frozen=True)
-class Segment:
-    id: int
-    start: float
-    end: float
-    text: str
-    tokens: tuple[int, ...]
-    avg_logprob: float
-    compression_ratio: float
-    no_speech_prob: float
-    temperature: float
-    seek: int  # the window's start, in mel frames (100 per second)
-
-
-@dataclass(frozen=True)
-class SpeechUsage:
-    text_tokens: int  # the decoder prompts' tokens
-    audio_tokens: int  # encoder positions, AUDIO_TOKENS_PER_WINDOW per window
-    output_tokens: int
-
-
-@dataclass(frozen=True)
-class SpeechTiming:
-    queue_time: float  # accepted (audio checked) to the owner thread starting it
-    first_text: float  # accepted to the first text delta (0.0 if none)
-    total: float  # accepted to done
-    audio_seconds: float
-
-    @property
-    def real_time_factor(self) -> float:
-        """Processing time over audio time: under 1 is faster than real time."""
-        return self.total / self.audio_seconds if self.audio_seconds else 0.0
-
-
-@dataclass(frozen=True)
-class TranscriptionResult:
-    id: str
-    text: str
-    language: str
-    duration: float
-    format: str
-    bytes: int
-    segments: tuple[Segment, ...]
-    usage: SpeechUsage
-    timing: SpeechTiming
-    finish_reason: str
 
 
 class SpeechObserver(Protocol):
@@ -314,6 +264,8 @@ class TranscriptionService:
         while (job := self._jobs.get()) is not None:
             self._running = job.handle.id
             try:
+                if job.cancelled.is_set():  # its client left while it waited
+                    raise RequestCancelled("The transcription was cancelled before it started.")
                 result = self._run(self._model, job)
             except GenAIError as exc:
                 job.handle._send("error", exc)
@@ -341,6 +293,13 @@ class TranscriptionService:
             pieces.append(piece)
             handle._send("text", piece)
 
+        timeout = self.config.limits.request_timeout
+        deadline = job.accepted + timeout if timeout else None
+
+        def stop() -> bool:
+            late = deadline is not None and time.perf_counter() > deadline
+            return late or job.cancelled.is_set()
+
         segments: list[Segment] = []
         language = request.language
         text_tokens = output_tokens = 0
@@ -358,7 +317,7 @@ class TranscriptionService:
                 request.prompt,
                 request.temperature,
                 on_text,
-                job.cancelled.is_set,
+                stop,
             )
             text_tokens += out.prompt_tokens
             output_tokens += len(out.tokens) + (out.finish_reason == "stop")
@@ -377,6 +336,10 @@ class TranscriptionService:
                 )
             )
             if out.finish_reason == "cancelled":
+                if not job.cancelled.is_set():
+                    raise RequestTimedOut(
+                        f"The transcription took over GENAI_REQUEST_TIMEOUT ({timeout:g} s)."
+                    )
                 finish = "cancelled"
                 break
             if out.finish_reason == "length":

@@ -11,7 +11,7 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import PlainTextResponse, Response
 
 from backends.errors import GenAIError
-from backends.speech.service import TranscriptionRequest
+from backends.speech.request import TranscriptionRequest
 from routes.audio import serving
 from routes.http.cancellation import unless_disconnected
 from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep

@@ -7,11 +7,8 @@ import json
 from collections.abc import AsyncIterator
 
 from backends.errors import InvalidRequest
-from backends.speech.service import (
-    Segment,
-    TranscriptionHandle,
-    TranscriptionResult,
-)
+from backends.speech.request import Segment, TranscriptionResult
+from backends.speech.service import TranscriptionHandle
 from schemas.audio import (
     TranscriptionJson,
     TranscriptionMetrics,

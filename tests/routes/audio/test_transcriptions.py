@@ -278,3 +278,15 @@ def test_chat_is_served_while_audio_is_transcribed(client: TestClient) -> None:
     worker.join(120)
     assert resp.status_code == 200
     assert finished["chat"] < finished["audio"]
+
+
+def test_request_timeout_is_a_504(tmp_path: Any) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(
+        f'[[models]]\nname = "demo"\npath = "{DEMO_MODEL_DIR}"\n\n'
+        f'[[models]]\nname = "whisper"\npath = "{WHISPER}"\n'
+    )
+    with make_client(models_file=path, request_timeout=0.05) as c:
+        wait_ready(c)
+        err = assert_error(transcribe(c, sample("chirp.wav")), 504)
+        assert "GENAI_REQUEST_TIMEOUT" in err["message"]
