@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.conftest import assert_error, make_client, metric, parse_sse, wait_ready
+from tests.routes.http.test_sse_framing import assert_lf_framing
 
 pytestmark = pytest.mark.model
 
@@ -120,7 +121,9 @@ def test_stream_deltas_add_up_to_the_oracles_text(client: TestClient) -> None:
     ) as resp:
         assert resp.status_code == 200
         assert resp.headers["content-type"].startswith("text/event-stream")
-        events = [json.loads(p) for p in parse_sse(resp.iter_lines())]
+        raw = resp.read()
+    assert_lf_framing(raw)  # the framing every streaming route keeps
+    events = [json.loads(p) for p in parse_sse(iter(raw.decode().split("\n")))]
     deltas = [e for e in events if e["type"] == "transcript.text.delta"]
     assert len(deltas) > 1
     done = events[-1]
