@@ -66,8 +66,8 @@ class ModelRegistry:
         attachments: Attachments | None = None,
         speech: Sequence[TranscriptionService] = (),
     ) -> None:
-        if not services:
-            raise ValueError("at least one text-generation model is needed")
+        if not services and not speech:
+            raise ValueError("at least one model is needed")
         self._attachments = attachments or _Nothing()
         self._services: dict[str, InferenceService] = {}
         self._speech: dict[str, TranscriptionService] = {}
@@ -92,8 +92,9 @@ class ModelRegistry:
 
     # ---- lookup --------------------------------------------------------------------------
     @property
-    def default(self) -> InferenceService:
-        return next(iter(self._services.values()))
+    def default(self) -> InferenceService | TranscriptionService:
+        """The first model listed (a text-generation one, if any)."""
+        return next(iter(self._everything()))
 
     @property
     def services(self) -> list[InferenceService]:
@@ -102,7 +103,10 @@ class ModelRegistry:
     def get(self, name: str | None) -> InferenceService:
         """The service that serves ``name`` (a model or one of its adapters); None: default."""
         if name is None:
-            return self.default
+            default = self.default
+            if isinstance(default, InferenceService):
+                return default
+            name = default.model_name  # a speech-only server: the 400 below names it
         for service in self._services.values():
             if name in service.names:
                 return service

@@ -55,7 +55,7 @@ def transcribe(client: TestClient, data: bytes, name: str = "a.wav", **form: Any
     return client.post(
         "/v1/audio/transcriptions",
         files={"file": (name, data, "application/octet-stream")},
-        data={k: str(v) for k, v in fields.items()},
+        data={k: str(v) for k, v in fields.items() if v is not None},
     )
 
 
@@ -293,3 +293,16 @@ def test_request_timeout_is_a_504(tmp_path: Any) -> None:
         wait_ready(c)
         err = assert_error(transcribe(c, sample("chirp.wav")), 504)
         assert "GENAI_REQUEST_TIMEOUT" in err["message"]
+
+
+def test_a_whisper_folder_alone_is_served() -> None:
+    """GENAI_MODEL_DIR may name a Whisper folder: it transcribes, and chat routes answer
+    with a 400 that names its kind."""
+    with make_client(model_dir=WHISPER) as c:
+        wait_ready(c)
+        health = c.get("/healthz").json()
+        assert health["status"] == "ok" and list(health["models"].values()) == ["ok"]
+        assert c.get("/readyz").status_code == 200
+        assert transcribe(c, sample("tone.wav"), model=None).json()["text"] == TONE["text"]
+        resp = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]})
+        assert "speech-to-text" in assert_error(resp, 400, "model")["message"]
