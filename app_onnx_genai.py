@@ -19,6 +19,7 @@ from backends.core.registry import ModelRegistry
 from backends.core.service import InferenceService
 from metrics.prometheus import ServerMetrics
 from routes.anthropic import router as anthropic
+from routes.audio import router as audio
 from routes.http.auth import install_auth_and_cors
 from routes.http.body_limit import BodyLimitMiddleware
 from routes.http.errors import install_error_handlers
@@ -33,6 +34,7 @@ from routes.ops import router as ops
 from routes.responses import router as responses
 from routes.tokenizer import router as tokenizer
 from routes.web import mount_page
+from schemas.audio import TranscriptTextDelta, TranscriptTextDone
 from schemas.models_file import served_model_fields
 from schemas.native import StreamDone, StreamToken
 from schemas.openai import ChatCompletionChunk, Completion
@@ -44,7 +46,15 @@ log = logging.getLogger("genai.app")
 MIB = 1024 * 1024
 
 # What the streaming routes send, one JSON object per event (documented in OpenAPI).
-STREAM_EVENTS = (ChatCompletionChunk, Completion, StreamToken, StreamDone, *RESPONSE_STREAM_EVENTS)
+STREAM_EVENTS = (
+    ChatCompletionChunk,
+    Completion,
+    StreamToken,
+    StreamDone,
+    *RESPONSE_STREAM_EVENTS,
+    TranscriptTextDelta,
+    TranscriptTextDone,
+)
 
 
 @asynccontextmanager
@@ -96,6 +106,7 @@ def create_app(
     app.include_router(responses.router)
     app.include_router(generate.router)
     app.include_router(tokenizer.router)
+    app.include_router(audio.router)
     app.openapi = document_event_schemas(app, STREAM_EVENTS)  # type: ignore[method-assign]
     if settings.server.web_ui:
         mount_page(app)  # the playground at /: its own paths only

@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     im.add_argument("--reps", type=int, default=10)
     im.add_argument("--size", type=int, default=448, help="image side, pixels")
 
+    tr = sub.add_parser("transcribe", help="real-time factor of a clip: server vs direct loop")
+    tr.add_argument("--shape", choices=["test", "tiny"], default="test")
+    tr.add_argument("--seconds", type=float, default=30.0, help="clip length")
+    tr.add_argument("--reps", type=int, default=5, help="requests per arm")
+
     g = sub.add_parser("load", help="load-test any server (this one or OpenAI-compatible)")
     g.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8002")
     g.add_argument("--protocol", choices=["native", "openai", "completions"], default="openai")
@@ -138,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         from bench.images import images
 
         print(images(args.reps, args.size))
+        return 0
+
+    if args.cmd == "transcribe":
+        from bench.transcribe import main as transcribe
+
+        print(transcribe(args.shape, args.seconds, args.reps))
         return 0
 
     if args.cmd == "steps":

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from backends.core.handle import FinishedChoice
 from backends.core.service import ServiceStats
+from backends.speech.request import TranscriptionResult
 
 log = logging.getLogger("genai.requests")
 
@@ -106,6 +107,9 @@ class ServerMetrics:
             model,
             registry=r,
         )
+        self.audio_seconds = Counter(
+            "genai_audio_seconds", "Seconds of audio transcribed", model, registry=r
+        )
 
         self.image_tokens = Counter(
             "genai_image_prompt_tokens",
@@ -152,6 +156,7 @@ class ServerMetrics:
             self.generated_tokens,
             self.cached_tokens,
             self.image_tokens,
+            self.audio_seconds,
         ):
             with contextlib.suppress(KeyError):
                 metric.remove(name)
@@ -193,6 +198,38 @@ class ModelMetrics:
     def on_token(self, gap: float | None) -> None:
         if gap is not None:
             self.m.itl.labels(self.model).observe(gap)
+
+    def on_transcribed(self, result: TranscriptionResult) -> None:
+        """A transcription finished (a speech model's observer hook)."""
+        m, model, timing = self.m, self.model, result.timing
+        self.on_media("audio", 1, result.bytes)
+        m.audio_seconds.labels(model).inc(result.duration)
+        m.finished.labels(model, result.finish_reason).inc()
+        m.reasons.setdefault(model, set()).add(result.finish_reason)
+        if timing.first_text:
+            m.ttft.labels(model).observe(timing.first_text)
+        m.e2e.labels(model).observe(timing.total)
+        m.queue.labels(model).observe(timing.queue_time)
+        m.prompt_tokens.labels(model).inc(result.usage.text_tokens + result.usage.audio_tokens)
+        m.generated_tokens.labels(model).inc(result.usage.output_tokens)
+        log.info(
+            json.dumps(
+                {
+                    "event": "transcription_finished",
+                    "request_id": result.id,
+                    "model": model,
+                    "finish_reason": result.finish_reason,
+                    "audio_format": result.format,
+                    "audio_bytes": result.bytes,
+                    "audio_seconds": round(result.duration, 3),
+                    "output_tokens": result.usage.output_tokens,
+                    "queue_time": round(timing.queue_time, 6),
+                    "ttft": round(timing.first_text, 6),
+                    "total_latency": round(timing.total, 6),
+                    "real_time_factor": round(timing.real_time_factor, 6),
+                }
+            )
+        )
 
     def on_finished(self, choice: FinishedChoice) -> None:
         finish, m, metrics, model = choice.finish, choice.metrics, self.m, self.model

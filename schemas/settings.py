@@ -236,6 +236,21 @@ class ServerSettings(BaseSettings):
         "Largest request body accepted, in MiB; larger ones get 413 before they are read.",
         gt=0,
     )
+    max_audio_mib: float = _setting(
+        25.0,
+        "GENAI_MAX_AUDIO_MIB",
+        "max_audio_mib",
+        "Largest audio upload for /v1/audio/transcriptions, in MiB (413 beyond; the request "
+        "body limit GENAI_MAX_BODY_MIB applies first).",
+        gt=0,
+    )
+    max_audio_seconds: float = _setting(
+        600.0,
+        "GENAI_MAX_AUDIO_SECONDS",
+        "max_audio_seconds",
+        "Longest audio a transcription accepts, in seconds (400 beyond).",
+        gt=0,
+    )
     default_max_tokens: int = _setting(
         8192,
         "GENAI_DEFAULT_MAX_TOKENS",

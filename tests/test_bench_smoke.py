@@ -87,3 +87,22 @@ def test_bench_smoke(tmp_path: Path) -> None:
     table = (out / "results.md").read_text()
     assert "### Single stream" in table and "### Ratios" in table
     assert "### Targets" in table
+
+
+def test_bench_transcribe_smoke() -> None:
+    """``python -m bench transcribe``: both arms run and the report adds up (no timings
+    checked)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "transcribe", "--seconds", "5", "--reps", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = json.loads(proc.stdout[proc.stdout.index("{") :])
+    for arm in ("direct", "server"):
+        row = out[arm]
+        assert row["tokens"] > 0
+        assert row["real_time_factor"] == pytest.approx(row["median_seconds"] / 5, rel=1e-2)
+    assert out["server_over_direct"] > 0

@@ -34,6 +34,8 @@ FORBIDDEN: dict[str, set[str]] = {
     "backends.engine": {"backends.chat", "backends.core"},
     "backends.chat": {"backends.engine", "backends.core"},
     "backends.models": {"backends.chat", "backends.engine", "backends.core"},
+    # Speech sits beside the chat core: it uses the core's vocabulary, not its engine or chat.
+    "backends.speech": {"backends.chat", "backends.engine"},
     "backends.errors": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.types": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.config": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
@@ -49,6 +51,7 @@ FORBIDDEN: dict[str, set[str]] = {
         "routes.ollama",
         "routes.tokenizer",
         "routes.ops",
+        "routes.audio",
     },
     "routes.door": {
         "routes.native",
@@ -58,6 +61,7 @@ FORBIDDEN: dict[str, set[str]] = {
         "routes.ollama",
         "routes.tokenizer",
         "routes.ops",
+        "routes.audio",
     },
 }
 

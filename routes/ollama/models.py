@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from backends.core.registry import ModelRegistry, ServedModel
+from backends.core.service import InferenceService
 from backends.errors import NotReady
 from backends.models.folder import ModelFolder
 from backends.models.summary import FolderSummary, parameter_size, summarize
@@ -32,6 +33,10 @@ def _time(moment: datetime) -> str:
 
 
 def _loaded(model: ServedModel) -> tuple[ModelFolder, FolderSummary] | None:
+    """A loaded chat model's folder and summary; None for the others (Ollama's API has no
+    speech models, so a Whisper is not listed here)."""
+    if not isinstance(model.service, InferenceService):
+        return None
     folder = model.service.folder
     if folder is None or model.service.status != "ok":
         return None
@@ -39,6 +44,7 @@ def _loaded(model: ServedModel) -> tuple[ModelFolder, FolderSummary] | None:
 
 
 def capabilities(model: ServedModel) -> list[str]:
+    assert isinstance(model.service, InferenceService)  # only listed models are shown
     found = model.service.chat_format
     return [
         "completion",
