@@ -46,3 +46,6 @@ class Health(BaseModel):
     models: dict[str, Literal["ok", "loading", "error"]] = Field(
         default_factory=dict, description="Every served model's status (the first: default)."
     )
+    kinds: dict[str, Literal["generator", "embedding", "reranker"]] = Field(
+        default_factory=dict, description="Every served model's kind."
+    )

@@ -45,8 +45,15 @@ def corpus(lines: int = 3000) -> list[str]:
 
 def wordpiece_tokenizer(vocab_size: int, max_length: int, out_dir: Path) -> None:
     """A BERT-style uncased WordPiece tokenizer with [CLS] a [SEP] (b [SEP]) templates."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from tokenizers import trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import BertTokenizerFast
 
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -116,7 +123,7 @@ def export_onnx(model: Any, inputs: list[str], output: str, path: Path, vocab: i
     if "token_type_ids" in inputs:
         feeds["token_type_ids"] = torch.zeros_like(ids)
 
-    class Wrapped(torch.nn.Module):
+    class Wrapped(torch.nn.Module):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.inner = model

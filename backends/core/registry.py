@@ -1,4 +1,5 @@
-"""Several models behind one endpoint: a core (:class:`InferenceService`) per model.
+"""Several models behind one endpoint: a core (:class:`ModelService`) per model, a generator's
+or an encoder's.
 
 Every model has its own owner thread, scheduler and limits; a request's ``model`` picks one
 (``None`` is the default, the first listed), and a LoRA adapter's name picks its base model,
@@ -15,10 +16,20 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from backends.config import ServiceConfig
+from backends.core.encoder_service import EncoderService
 from backends.core.handle import RequestHandle
+from backends.core.model_service import (
+    ModelKind,
+    ModelService,
+    Observer,
+    RequestStats,
+    ServiceStats,
+    Status,
+)
 from backends.core.request import GenerationRequest, Prompt
-from backends.core.service import InferenceService, Observer, RequestStats, ServiceStats, Status
+from backends.core.service import InferenceService
 from backends.errors import InvalidRequest, ModelNotFound
+from backends.models.encoder import KINDS, detect_kind
 from backends.types import PreparedPrompt
 
 log = logging.getLogger("genai.registry")
@@ -29,38 +40,50 @@ class ServedModel:
     """One id in ``/v1/models``: a model, or an adapter on one (``parent``)."""
 
     id: str
-    service: InferenceService
+    service: ModelService
     parent: str | None = None
 
     @property
     def max_length(self) -> int | None:
         return self.service.max_length
 
+    @property
+    def kind(self) -> ModelKind:
+        return self.service.kind
+
 
 class Attachments(Protocol):
     """What watches each model (metrics): attached when it is added, detached when removed."""
 
-    def attach(self, service: InferenceService) -> Observer | None: ...
+    def attach(self, service: ModelService) -> Observer | None: ...
 
     def detach(self, name: str) -> None: ...
 
 
 class _Nothing:
-    def attach(self, service: InferenceService) -> Observer | None:
+    def attach(self, service: ModelService) -> Observer | None:
         return None
 
     def detach(self, name: str) -> None:
         pass
 
 
+def make_service(config: ServiceConfig) -> ModelService:
+    """A generator's core, or an encoder's: as the models file says, else as the folder says."""
+    kind = config.model.kind
+    if kind in KINDS or (kind == "auto" and detect_kind(config.model.path, config.model.variant)):
+        return EncoderService(config)
+    return InferenceService(config)
+
+
 class ModelRegistry:
     def __init__(
-        self, services: Sequence[InferenceService], attachments: Attachments | None = None
+        self, services: Sequence[ModelService], attachments: Attachments | None = None
     ) -> None:
         if not services:
             raise ValueError("at least one model is needed")
         self._attachments = attachments or _Nothing()
-        self._services: dict[str, InferenceService] = {}
+        self._services: dict[str, ModelService] = {}
         self._draining = False
         for service in services:
             self._add(service)
@@ -69,21 +92,23 @@ class ModelRegistry:
     def from_configs(
         cls, configs: Sequence[ServiceConfig], attachments: Attachments | None = None
     ) -> ModelRegistry:
-        return cls([InferenceService(config) for config in configs], attachments)
+        return cls([make_service(config) for config in configs], attachments)
 
     # ---- lookup --------------------------------------------------------------------------
     @property
-    def default(self) -> InferenceService:
+    def default(self) -> ModelService:
         return next(iter(self._services.values()))
 
     @property
-    def services(self) -> list[InferenceService]:
+    def services(self) -> list[ModelService]:
         return list(self._services.values())
 
-    def get(self, name: str | None) -> InferenceService:
-        """The service that serves ``name`` (a model or one of its adapters); None: default."""
+    def get(self, name: str | None, kind: ModelKind = "generator") -> ModelService:
+        """The service that serves ``name`` (a model or one of its adapters); None: the first
+        model of ``kind`` (else the first model, which says what it serves)."""
         if name is None:
-            return self.default
+            fits = [s for s in self._services.values() if s.kind == kind]
+            return fits[0] if fits else self.default
         for service in self._services.values():
             if name in service.names:
                 return service
@@ -138,6 +163,9 @@ class ModelRegistry:
     def statuses(self) -> dict[str, Status]:
         return {name: service.status for name, service in self._services.items()}
 
+    def kinds(self) -> dict[str, ModelKind]:
+        return {name: service.kind for name, service in self._services.items()}
+
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
         """Load every model (concurrently); a model that fails is logged and reports "error"
@@ -168,10 +196,17 @@ class ModelRegistry:
         counts = await asyncio.gather(*(s.drain(timeout) for s in self._services.values()))
         return sum(counts)
 
-    async def load(self, config: ServiceConfig) -> InferenceService:
+    def encoder(self, name: str | None, kind: ModelKind) -> EncoderService:
+        """The encoder ``name`` names (None: the first of ``kind``); a generator refuses."""
+        service = self.get(name, kind)
+        if not isinstance(service, EncoderService):
+            service._wrong_kind(kind)
+        return service
+
+    async def load(self, config: ServiceConfig) -> ModelService:
         """Add and load a model at runtime. Its name (and its adapters') must be new; if it
         fails to load it is removed again and the error raised."""
-        service = self._add(InferenceService(config))
+        service = self._add(make_service(config))
         try:
             await service.start()
         except BaseException:
@@ -199,7 +234,7 @@ class ModelRegistry:
         return cancelled
 
     # ---- internals -----------------------------------------------------------------------
-    def _add(self, service: InferenceService) -> InferenceService:
+    def _add(self, service: ModelService) -> ModelService:
         taken = {m.id for m in self.served()} if self._services else set()
         clash = sorted(taken & set(service.names))
         if clash:
@@ -213,7 +248,7 @@ class ModelRegistry:
         del self._services[name]
         self._attachments.detach(name)
 
-    async def _start(self, service: InferenceService) -> None:
+    async def _start(self, service: ModelService) -> None:
         try:
             await service.start()
             log.info(

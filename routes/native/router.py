@@ -25,6 +25,7 @@ async def healthz(models: ModelsDep) -> JSONResponse:
         device=default.device,
         model_dir=str(default.model_dir),
         models=models.statuses(),
+        kinds=models.kinds(),
     )
     return JSONResponse(health.model_dump(), 200 if health.status == "ok" else 503)
 

@@ -307,4 +307,5 @@ def model_card(model: ServedModel) -> ModelCard:
         root=str(model.service.model_dir),
         max_model_len=length,
         context_length=length,
+        kind=model.kind,
     )

@@ -168,6 +168,9 @@ class ModelCard(BaseModel):
         None, description="Tokens per sequence (prompt + output); null while loading."
     )
     context_length: int | None = Field(None, description="Same as max_model_len.")
+    kind: Literal["generator", "embedding", "reranker"] = Field(
+        "generator", description="What it serves: text generation, embeddings or reranking."
+    )
 
 
 class ModelList(BaseModel):
