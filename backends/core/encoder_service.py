@@ -31,7 +31,7 @@ from backends.engine.encoder.runner import EncoderRunner
 from backends.engine.encoder.tokenize import Encoded, EncoderTokenizer
 from backends.engine.encoder.worker import EncoderWorker
 from backends.errors import ContextLengthExceeded, InvalidRequest, RequestTimedOut
-from backends.models.encoder import KINDS, EncoderSpec, detect_kind, read_encoder
+from backends.models.encoder import KINDS, EncoderSpec, detect_kind, read_model_encoder
 
 Inputs = Sequence[str] | Sequence[Sequence[int]]
 QUERY_TYPES = {"query": "query", "search_query": "query", "document": "document"}
@@ -90,15 +90,7 @@ class EncoderService(ModelService):
     def _load(self) -> EncoderRunner:
         """On the owner thread: the folder read, the tokenizer and the session."""
         m = self.config.model
-        kind = m.kind if m.kind != "generator" else "auto"
-        spec = read_encoder(
-            m.path,
-            kind=kind,
-            pooling=m.pooling,
-            normalize=m.normalize,
-            max_length=m.max_length,
-            variant=m.variant,
-        )
+        spec = read_model_encoder(m)
         self.tokenizer = EncoderTokenizer(spec.tokenizer_path)
         runner = EncoderRunner(spec, m.intra_op_threads)
         self.spec = spec

@@ -29,7 +29,7 @@ from backends.core.model_service import (
 from backends.core.request import GenerationRequest, Prompt
 from backends.core.service import InferenceService
 from backends.errors import InvalidRequest, ModelNotFound
-from backends.models.encoder import KINDS, detect_kind
+from backends.models.encoder import serves_encoder
 from backends.types import PreparedPrompt
 
 log = logging.getLogger("genai.registry")
@@ -70,8 +70,7 @@ class _Nothing:
 
 def make_service(config: ServiceConfig) -> ModelService:
     """A generator's core, or an encoder's: as the models file says, else as the folder says."""
-    kind = config.model.kind
-    if kind in KINDS or (kind == "auto" and detect_kind(config.model.path, config.model.variant)):
+    if serves_encoder(config.model):
         return EncoderService(config)
     return InferenceService(config)
 

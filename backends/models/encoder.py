@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from backends.config import ModelConfig
 from backends.errors import StartupError
 
 EncoderKind = Literal["embedding", "reranker"]
@@ -95,6 +96,26 @@ def detect_kind(folder: Path, variant: str | None = None) -> EncoderKind | None:
     if architectures and _onnx_file(folder, variant) is not None:
         return "embedding"  # a bare *Model export: feature extraction
     return None
+
+
+def serves_encoder(model: ModelConfig) -> bool:
+    """Whether this model runs on the encoder engine: as the models file says, else as its
+    folder says."""
+    if model.kind in KINDS:
+        return True
+    return model.kind == "auto" and detect_kind(model.path, model.variant) is not None
+
+
+def read_model_encoder(model: ModelConfig) -> EncoderSpec:
+    """:func:`read_encoder` with the models file's overrides."""
+    return read_encoder(
+        model.path,
+        kind=model.kind if model.kind in KINDS else "auto",
+        pooling=model.pooling,
+        normalize=model.normalize,
+        max_length=model.max_length,
+        variant=model.variant,
+    )
 
 
 def _st_pooling(folder: Path) -> tuple[Pooling | None, bool | None]:
