@@ -203,9 +203,10 @@ class EncoderService(ModelService):
         """A reranker's relevance of each (query, document) pair."""
         spec, tokenizer = self._check(model, "reranker", len(pairs), "document")
         for i, (query, document) in enumerate(pairs):
-            if not query or not document:
-                what = "the query" if not query else f"document {i}"
-                raise InvalidRequest(f"{what} is empty.", param="documents")
+            if not query:
+                raise InvalidRequest("The query is empty.", param="query")
+            if not document:
+                raise InvalidRequest(f"Document {i} is empty.", param="documents")
         limit = _limit(truncate, spec.max_length)
         logits, tokens = await self._run(
             request_id, len(pairs), lambda: tokenizer.pairs(pairs, limit), spec
@@ -282,7 +283,7 @@ class EncoderService(ModelService):
         expected = True
         try:
             rows = await asyncio.to_thread(prepare)
-            _check_lengths(rows, spec.max_length)
+            _check_lengths(rows, spec.max_length, self.kind == "reranker")
             flight.tokens = sum(len(r.ids) for r in rows)
             flight.futures = [w.future for w in self._worker.submit(rows)]
             self._worker.expect(-1)
@@ -319,12 +320,13 @@ def _limit(truncate: int | None, max_length: int) -> int | None:
     return truncate
 
 
-def _check_lengths(rows: Sequence[Encoded], max_length: int) -> None:
+def _check_lengths(rows: Sequence[Encoded], max_length: int, pairs: bool) -> None:
+    what, param = ("Document {} with the query", "documents") if pairs else ("Input {}", "input")
     for i, row in enumerate(rows):
         if len(row.ids) > max_length:
             raise ContextLengthExceeded(
-                f"Input {i} is {len(row.ids)} tokens long; this model takes at most "
+                f"{what.format(i)} is {len(row.ids)} tokens long; this model takes at most "
                 f"{max_length}. Shorten it, or ask for truncation (truncate: true, or "
                 "truncate_prompt_tokens).",
-                param="input",
+                param=param,
             )
