@@ -28,7 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from encoder_build import SENTENCES, compare, export_onnx, wordpiece_tokenizer, write_expected
 
-MAX_LENGTH = 64
+# tiny: the committed test model. minilm: all-MiniLM-L6-v2's shape (random weights), for the
+# benchmark (bench/embed.py), built on demand and never committed.
+SHAPES: dict[str, dict[str, int]] = {
+    "tiny": {"layers": 2, "hidden": 32, "heads": 2, "ffn": 64, "vocab": 512, "max": 64},
+    "minilm": {"layers": 6, "hidden": 384, "heads": 12, "ffn": 1536, "vocab": 8192, "max": 256},
+}
 PROMPTS = {"query": "query: ", "document": "passage: "}
 LONG_TEXT = " ".join(["the river runs to the city and the sea"] * 12)
 
@@ -49,27 +54,28 @@ def record(model: Any) -> dict[str, Any]:
     }
 
 
-def build(out: Path) -> None:
+def build(out: Path, shape: str = "tiny") -> None:
     import torch
     from sentence_transformers import SentenceTransformer, models
-    from transformers import BertConfig, BertModel
+    from transformers import BertConfig, BertModel, BertTokenizerFast
 
+    dims = SHAPES[shape]
     torch.manual_seed(0)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         hf = Path(tmp)
-        wordpiece_tokenizer(vocab_size=512, max_length=MAX_LENGTH, out_dir=hf)
+        wordpiece_tokenizer(vocab_size=dims["vocab"], max_length=dims["max"], out_dir=hf)
         cfg = BertConfig(
-            vocab_size=512,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=128,
+            vocab_size=len(BertTokenizerFast.from_pretrained(hf)),  # what the corpus gave
+            hidden_size=dims["hidden"],
+            num_hidden_layers=dims["layers"],
+            num_attention_heads=dims["heads"],
+            intermediate_size=dims["ffn"],
+            max_position_embeddings=max(128, dims["max"]),
         )
         BertModel(cfg).save_pretrained(hf)
-        transformer = models.Transformer(str(hf), max_seq_length=MAX_LENGTH)
-        pooling = models.Pooling(32, pooling_mode="mean")
+        transformer = models.Transformer(str(hf), max_seq_length=dims["max"])
+        pooling = models.Pooling(dims["hidden"], pooling_mode="mean")
         model = SentenceTransformer(
             modules=[transformer, pooling, models.Normalize()], prompts=PROMPTS, device="cpu"
         )
@@ -81,7 +87,7 @@ def build(out: Path) -> None:
         ["input_ids", "attention_mask", "token_type_ids"],
         "last_hidden_state",
         out / "onnx" / "model.onnx",
-        512,
+        min(512, bert.config.vocab_size),
     )
     write_expected(out, record(model))
 
@@ -100,10 +106,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--check", action="store_true", help="re-derive expected.json")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     args = parser.parse_args()
     if args.check:
         sys.exit(check(args.out))
-    build(args.out)
+    build(args.out, args.shape)
 
 
 if __name__ == "__main__":

@@ -87,3 +87,23 @@ def test_bench_smoke(tmp_path: Path) -> None:
     table = (out / "results.md").read_text()
     assert "### Single stream" in table and "### Ratios" in table
     assert "### Targets" in table
+
+
+def test_bench_embed_smoke(tmp_path: Path) -> None:
+    """The embeddings arm on the tiny embedder: its JSON and table, never its timings."""
+    out = tmp_path / "embed"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "embed", "--smoke", "--no-peers", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = json.loads((out / "embed.json").read_text())
+    assert [row["concurrency"] for row in results["ours"]] == [1, 4]
+    for row in results["ours"]:
+        assert row["failures"] == 0 and row["sentences_per_s"] > 0
+        assert set(row["latency"]) == {"p50", "p99", "mean"}
+    assert results["single"]["server_p50_s"] > 0 and results["single"]["bare_session_p50_s"] > 0
+    assert "| in flight |" in (out / "embed.md").read_text()

@@ -285,9 +285,8 @@ class EncoderService(ModelService):
             rows = await asyncio.to_thread(prepare)
             _check_lengths(rows, spec.max_length, self.kind == "reranker")
             flight.tokens = sum(len(r.ids) for r in rows)
-            flight.futures = [w.future for w in self._worker.submit(rows)]
-            self._worker.expect(-1)
             expected = False
+            flight.futures = [w.future for w in self._worker.submit(rows, expected=True)]
             waiting = asyncio.gather(*(asyncio.wrap_future(f) for f in flight.futures))
             try:
                 out = await asyncio.wait_for(waiting, self.config.limits.request_timeout)

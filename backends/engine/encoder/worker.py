@@ -35,9 +35,6 @@ class Work:
         return len(self.row.ids)
 
 
-_STOP = object()
-
-
 def batches(works: Sequence[Work], budget: int, max_rows: int) -> list[list[Work]]:
     """``works`` grouped by length, each group's padded size (rows x longest) within
     ``budget`` tokens and ``max_rows`` rows; a single input longer than the budget runs alone."""
@@ -66,7 +63,7 @@ class EncoderWorker:
     ) -> None:
         self._load = load
         self.batch_tokens, self.max_rows, self.wait = batch_tokens, max_rows, wait
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[Work] | None] = queue.SimpleQueue()  # None: stop
         self._expected = 0  # admitted requests not yet queued (being tokenized)
         self._lock = threading.Lock()
         self.loaded = threading.Event()
@@ -82,7 +79,7 @@ class EncoderWorker:
 
     def stop(self) -> None:
         if self._thread.is_alive():
-            self._queue.put(_STOP)
+            self._queue.put(None)
             self._thread.join()
 
     def expect(self, count: int) -> None:
@@ -90,10 +87,14 @@ class EncoderWorker:
         with self._lock:
             self._expected += count
 
-    def submit(self, rows: Sequence[Encoded]) -> list[Work]:
+    def submit(self, rows: Sequence[Encoded], expected: bool = False) -> list[Work]:
+        """Queue a request's inputs, all at once; ``expected``: it was announced by
+        :meth:`expect` and is no longer on its way."""
         works = [Work(row) for row in rows]
-        for work in works:
-            self._queue.put(work)
+        with self._lock:  # seen together by _gather: no wait for what is already here
+            if expected:
+                self._expected -= 1
+            self._queue.put(works)
         return works
 
     # ---- the owner thread ----------------------------------------------------------------
@@ -107,36 +108,37 @@ class EncoderWorker:
         self.loaded.set()
         while True:
             first = self._queue.get()
-            if first is _STOP:
+            if first is None:
                 return
-            held = [first]
+            held = list(first)
             stop = self._gather(held)
-            self._run([w for w in held if isinstance(w, Work)])
+            self._run(held)
             if stop:
                 return
 
-    def _gather(self, held: list[object]) -> bool:
+    def _gather(self, held: list[Work]) -> bool:
         """Take what is queued, waiting up to ``wait`` s while more is on its way."""
         deadline = time.perf_counter() + self.wait
-        tokens = sum(w.length for w in held if isinstance(w, Work))
+        tokens = sum(w.length for w in held)
         while tokens < self.batch_tokens * 4:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                left = deadline - time.perf_counter()
                 with self._lock:
+                    if not self._queue.empty():
+                        continue  # queued just now, with its announcement withdrawn
                     waiting = self._expected > 0
+                left = deadline - time.perf_counter()
                 if not waiting or left <= 0:
                     return False
                 try:
                     item = self._queue.get(timeout=left)
                 except queue.Empty:
                     return False
-            if item is _STOP:
+            if item is None:
                 return True
-            held.append(item)
-            if isinstance(item, Work):
-                tokens += item.length
+            held += item
+            tokens += sum(w.length for w in item)
         return False
 
     def _run(self, works: list[Work]) -> None:
