@@ -322,6 +322,8 @@ def _limit(truncate: int | None, max_length: int) -> int | None:
 def _check_lengths(rows: Sequence[Encoded], max_length: int, pairs: bool) -> None:
     what, param = ("Document {} with the query", "documents") if pairs else ("Input {}", "input")
     for i, row in enumerate(rows):
+        if not row.ids:
+            raise InvalidRequest(f"{what.format(i)} has no tokens.", param=param)
         if len(row.ids) > max_length:
             raise ContextLengthExceeded(
                 f"{what.format(i)} is {len(row.ids)} tokens long; this model takes at most "
