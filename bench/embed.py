@@ -44,16 +44,19 @@ SHORT = "what is the capital of france?"
 class EmbedConfig:
     model: Path | None = None  # None: the MiniLM-shaped model, built once into CACHE
     concurrency: list[int] = field(default_factory=lambda: [1, 8, 32])
-    requests: int = 64  # per level
+    requests: int = 32  # per level and round
     max_texts: int = 32
     threads: int = 2
     single_reps: int = 200
+    rounds: int = 3  # per level, ours and the peer interleaved
     peers: bool = True
     out: Path = ROOT / "bench" / "results" / "embed"
 
     @classmethod
     def smoke_config(cls) -> EmbedConfig:
-        return cls(model=TINY, concurrency=[1, 4], requests=8, max_texts=4, single_reps=20)
+        return cls(
+            model=TINY, concurrency=[1, 4], requests=8, max_texts=4, single_reps=20, rounds=1
+        )
 
 
 def ensure_model(log: Any = print) -> Path:
@@ -96,7 +99,13 @@ async def load(url: str, requests: list[list[str]], concurrency: int) -> dict[st
     async def client(http: httpx.AsyncClient) -> None:
         while pending:
             _, texts = pending.pop(0)
-            body = {"model": "embedder", "input": texts, "encoding_format": "base64"}
+            # truncate: sentence-transformers cuts at max_seq_length; the same work on both sides.
+            body = {
+                "model": "embedder",
+                "input": texts,
+                "encoding_format": "base64",
+                "truncate": True,
+            }
             start = time.perf_counter()
             resp = await http.post(f"{url}/v1/embeddings", json=body)
             if resp.status_code != 200 or len(resp.json()["data"]) != len(texts):
@@ -114,6 +123,7 @@ async def load(url: str, requests: list[list[str]], concurrency: int) -> dict[st
         "requests": len(requests),
         "sentences": sentences,
         "failures": len(failures),
+        "errors": failures[:3],
         "sentences_per_s": sentences / wall,
         "latency": percentiles(latencies),
     }
@@ -155,36 +165,15 @@ def bare_latency(folder: Path, threads: int, reps: int) -> float:
     return statistics.median(times)
 
 
-def sentence_transformers_arm(folder: Path, cfg: EmbedConfig, log: Any) -> dict[str, Any] | str:
-    from bench.embed_peer import STPeer
-
-    try:
-        peer = STPeer(folder, cfg.threads)
-    except RuntimeError as exc:
-        return f"unavailable: {exc}"
-    try:
-        levels = []
-        for level in cfg.concurrency:
-            requests = workload(cfg.requests, cfg.max_texts, seed=2000 + level)
-            sentences = sum(len(r) for r in requests)
-            seconds = peer.per_request(requests)
-            whole = peer.all_at_once([t for r in requests for t in r])
-            levels.append(
-                {
-                    "concurrency": level,
-                    "sentences": sentences,
-                    "per_request_sentences_per_s": sentences / sum(seconds),
-                    "per_request_latency": percentiles(seconds),
-                    "all_at_once_sentences_per_s": sentences / whole,
-                }
-            )
-            log(f"  sentence-transformers, level {level}: {json.dumps(levels[-1])}")
-        return {"version": peer.version, "levels": levels}
-    finally:
-        peer.close()
+def _median_of(rounds: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in rounds)
 
 
 def run(cfg: EmbedConfig, log: Any = print) -> dict[str, Any]:
+    """Every level: ``rounds`` times ours then sentence-transformers, each with fresh
+    sentences, interleaved so that a busy spell on a shared machine hits both arms."""
+    from bench.embed_peer import STPeer
+
     folder = cfg.model or ensure_model(log)
     results: dict[str, Any] = {"meta": describe(), "config": asdict(cfg), "model": str(folder)}
     env = {
@@ -192,23 +181,49 @@ def run(cfg: EmbedConfig, log: Any = print) -> dict[str, Any]:
         "GENAI_MODEL_NAME": "embedder",
         "GENAI_INTRA_OP_THREADS": str(cfg.threads),
     }
-    with live_server(env=env) as server:
-        ours = []
-        for level in cfg.concurrency:
-            requests = workload(cfg.requests, cfg.max_texts, seed=1000 + level)
-            asyncio.run(load(server.url, requests[:4], level))  # warm up
-            ours.append(asyncio.run(load(server.url, requests, level)))
-            log(f"  ours, level {level}: {json.dumps(ours[-1])}")
-        single = single_latency(server.url, cfg.single_reps)
-    results["ours"] = ours
-    results["single"] = {
-        "server_p50_s": single,
-        "bare_session_p50_s": bare_latency(folder, cfg.threads, cfg.single_reps),
-    }
-    results["single"]["ratio"] = single / results["single"]["bare_session_p50_s"]
-    log(f"  single short request: {json.dumps(results['single'])}")
+    peer: STPeer | None = None
     if cfg.peers:
-        results["sentence_transformers"] = sentence_transformers_arm(folder, cfg, log)
+        try:
+            peer = STPeer(folder, cfg.threads)
+            results["st_version"] = peer.version
+        except RuntimeError as exc:
+            results["st_version"] = f"unavailable: {exc}"
+    levels = []
+    try:
+        with live_server(env=env) as server:
+            asyncio.run(load(server.url, workload(4, cfg.max_texts, seed=1), 4))  # warm up
+            for level in cfg.concurrency:
+                rounds = []
+                for r in range(cfg.rounds):
+                    seed = 1000 * level + 10 * r
+                    row = asyncio.run(
+                        load(server.url, workload(cfg.requests, cfg.max_texts, seed), level)
+                    )
+                    if peer is not None:
+                        theirs = workload(cfg.requests, cfg.max_texts, seed + 1)
+                        sentences = sum(len(t) for t in theirs)
+                        seconds = peer.per_request(theirs)
+                        whole = peer.all_at_once([t for req in theirs for t in req])
+                        row["st_per_request_sentences_per_s"] = sentences / sum(seconds)
+                        row["st_all_at_once_sentences_per_s"] = sentences / whole
+                        row["st_per_request_latency"] = percentiles(seconds)
+                        row["vs_st_per_request"] = (
+                            row["sentences_per_s"] / row["st_per_request_sentences_per_s"]
+                        )
+                        row["vs_st_all_at_once"] = (
+                            row["sentences_per_s"] / row["st_all_at_once_sentences_per_s"]
+                        )
+                    log(f"  level {level}, round {r}: {json.dumps(row)}")
+                    rounds.append(row)
+                levels.append({"concurrency": level, "rounds": rounds})
+            single = single_latency(server.url, cfg.single_reps)
+    finally:
+        if peer is not None:
+            peer.close()
+    results["levels"] = levels
+    bare = bare_latency(folder, cfg.threads, cfg.single_reps)
+    results["single"] = {"server_p50_s": single, "bare_session_p50_s": bare, "ratio": single / bare}
+    log(f"  single short request: {json.dumps(results['single'])}")
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / "embed.json").write_text(json.dumps(results, indent=2, default=str))
     (cfg.out / "embed.md").write_text(markdown(results))
@@ -216,28 +231,30 @@ def run(cfg: EmbedConfig, log: Any = print) -> dict[str, Any]:
 
 
 def markdown(results: dict[str, Any]) -> str:
+    """Per level, the median over rounds of each figure and of each round's ratio."""
     meta = results["meta"]
     lines = [
         f"Embeddings, {meta.get('cpu_model')} ({meta.get('usable_cpus')} CPUs), "
-        f"{results['config']['threads']} threads, model {Path(results['model']).name}",
+        f"{results['config']['threads']} threads, model {Path(results['model']).name}, "
+        f"{results['config']['rounds']} rounds per level (medians)",
         "",
         "| in flight | ours sentences/s | ours p50 / p99 ms | ST per request sentences/s | "
         "ST all at once sentences/s | ours / ST per request | ours / ST all at once |",
         "|---|---|---|---|---|---|---|",
     ]
-    peer = results.get("sentence_transformers")
-    st = {lv["concurrency"]: lv for lv in peer["levels"]} if isinstance(peer, dict) else {}
-    for row in results["ours"]:
-        c, sps, lat = row["concurrency"], row["sentences_per_s"], row["latency"]
-        other = st.get(c)
-        cells = [
-            str(c),
-            f"{sps:.0f}",
-            f"{lat['p50'] * 1000:.1f} / {lat['p99'] * 1000:.1f}",
-        ]
-        if other is not None:
-            per, whole = other["per_request_sentences_per_s"], other["all_at_once_sentences_per_s"]
-            cells += [f"{per:.0f}", f"{whole:.0f}", f"{sps / per:.2f}x", f"{sps / whole:.2f}x"]
+    for level in results["levels"]:
+        rounds = level["rounds"]
+        p50 = statistics.median(r["latency"]["p50"] for r in rounds) * 1000
+        p99 = statistics.median(r["latency"]["p99"] for r in rounds) * 1000
+        cells = [str(level["concurrency"]), f"{_median_of(rounds, 'sentences_per_s'):.0f}"]
+        cells.append(f"{p50:.0f} / {p99:.0f}")
+        if "vs_st_per_request" in rounds[0]:
+            cells += [
+                f"{_median_of(rounds, 'st_per_request_sentences_per_s'):.0f}",
+                f"{_median_of(rounds, 'st_all_at_once_sentences_per_s'):.0f}",
+                f"{_median_of(rounds, 'vs_st_per_request'):.2f}x",
+                f"{_median_of(rounds, 'vs_st_all_at_once'):.2f}x",
+            ]
         else:
             cells += ["-"] * 4
         lines.append("| " + " | ".join(cells) + " |")
@@ -247,9 +264,6 @@ def markdown(results: dict[str, Any]) -> str:
         f"One short sentence: ours p50 {single['server_p50_s'] * 1000:.2f} ms, bare "
         f"InferenceSession.run p50 {single['bare_session_p50_s'] * 1000:.2f} ms "
         f"({single['ratio']:.2f}x).",
+        f"sentence-transformers: {results.get('st_version', 'not run')}.",
     ]
-    if isinstance(peer, str):
-        lines.append(f"sentence-transformers: {peer}")
-    elif isinstance(peer, dict):
-        lines.append(f"Peer: {peer['version']}.")
     return "\n".join(lines) + "\n"

@@ -101,8 +101,9 @@ def test_bench_embed_smoke(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     results = json.loads((out / "embed.json").read_text())
-    assert [row["concurrency"] for row in results["ours"]] == [1, 4]
-    for row in results["ours"]:
+    assert [level["concurrency"] for level in results["levels"]] == [1, 4]
+    for level in results["levels"]:
+        [row] = level["rounds"]
         assert row["failures"] == 0 and row["sentences_per_s"] > 0
         assert set(row["latency"]) == {"p50", "p99", "mean"}
     assert results["single"]["server_p50_s"] > 0 and results["single"]["bare_session_p50_s"] > 0
