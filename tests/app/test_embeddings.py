@@ -304,3 +304,17 @@ def test_metrics_count_encoder_requests(client: TestClient) -> None:
     text = client.get("/metrics").text
     lines = [x for x in text.splitlines() if 'model="embedder"' in x]
     assert metric("\n".join(lines), "genai_prompt_tokens_total") > 0
+
+
+def test_an_encoder_loads_and_unloads_at_runtime() -> None:
+    with make_client(admin=True, intra_op_threads=1) as client:
+        wait_ready(client)
+        folder = str(HUB / "st-embedder")
+        loaded = client.post("/admin/models", json={"name": "late", "path": folder})
+        assert loaded.status_code == 200, loaded.text
+        assert loaded.json()["max_model_len"] == 64
+        body = client.post("/v1/embeddings", json={"model": "late", "input": "hello"})
+        assert_close(vectors(body.json()), [_plain("hello")])
+        assert client.delete("/admin/models/late").status_code == 200
+        gone = client.post("/v1/embeddings", json={"model": "late", "input": "hello"})
+        assert_error(gone, 404, "model")
