@@ -129,21 +129,9 @@ async def load(url: str, requests: list[list[str]], concurrency: int) -> dict[st
     }
 
 
-def single_latency(url: str, reps: int) -> float:
-    """p50 seconds of one short sentence as a request to ours, one at a time."""
-    times = []
-    with httpx.Client(timeout=60) as http:
-        body = {"model": "embedder", "input": SHORT, "encoding_format": "base64"}
-        for i in range(reps + 5):
-            start = time.perf_counter()
-            http.post(f"{url}/v1/embeddings", json=body).raise_for_status()
-            if i >= 5:
-                times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def bare_latency(folder: Path, threads: int, reps: int) -> float:
-    """p50 seconds of the same sentence through a plain session: tokenize, run, pool, norm."""
+def single_latency(url: str, folder: Path, threads: int, reps: int) -> dict[str, float]:
+    """One short sentence, alternately as a request to ours and through a plain session in
+    this process (tokenize, run, pool, normalise): the p50 seconds of each."""
     import numpy as np
     import onnxruntime as ort
     from tokenizers import Tokenizer
@@ -152,17 +140,29 @@ def bare_latency(folder: Path, threads: int, reps: int) -> float:
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(str(folder / "onnx" / "model.onnx"), options)
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    times = []
-    for i in range(reps + 5):
-        start = time.perf_counter()
+    body = {"model": "embedder", "input": SHORT, "encoding_format": "base64"}
+
+    def bare() -> None:
         ids = np.array([tokenizer.encode(SHORT).ids], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = session.run(None, feeds)[0][0].mean(axis=0)
         _ = hidden / np.linalg.norm(hidden)
-        if i >= 5:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+
+    server: list[float] = []
+    plain: list[float] = []
+    with httpx.Client(timeout=60) as http:
+        for i in range(reps + 5):
+            start = time.perf_counter()
+            bare()
+            middle = time.perf_counter()
+            http.post(f"{url}/v1/embeddings", json=body).raise_for_status()
+            end = time.perf_counter()
+            if i >= 5:
+                plain.append(middle - start)
+                server.append(end - middle)
+    ours, theirs = statistics.median(server), statistics.median(plain)
+    return {"server_p50_s": ours, "bare_session_p50_s": theirs, "ratio": ours / theirs}
 
 
 def _median_of(rounds: list[dict[str, Any]], key: str) -> float:
@@ -216,13 +216,11 @@ def run(cfg: EmbedConfig, log: Any = print) -> dict[str, Any]:
                     log(f"  level {level}, round {r}: {json.dumps(row)}")
                     rounds.append(row)
                 levels.append({"concurrency": level, "rounds": rounds})
-            single = single_latency(server.url, cfg.single_reps)
+            results["single"] = single_latency(server.url, folder, cfg.threads, cfg.single_reps)
     finally:
         if peer is not None:
             peer.close()
     results["levels"] = levels
-    bare = bare_latency(folder, cfg.threads, cfg.single_reps)
-    results["single"] = {"server_p50_s": single, "bare_session_p50_s": bare, "ratio": single / bare}
     log(f"  single short request: {json.dumps(results['single'])}")
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / "embed.json").write_text(json.dumps(results, indent=2, default=str))
