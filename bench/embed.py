@@ -194,13 +194,12 @@ def run(cfg: EmbedConfig, log: Any = print) -> dict[str, Any]:
             asyncio.run(load(server.url, workload(4, cfg.max_texts, seed=1), 4))  # warm up
             for level in cfg.concurrency:
                 rounds = []
+                count = max(cfg.requests, 2 * level)  # enough that `level` stay in flight
                 for r in range(cfg.rounds):
                     seed = 1000 * level + 10 * r
-                    row = asyncio.run(
-                        load(server.url, workload(cfg.requests, cfg.max_texts, seed), level)
-                    )
+                    row = asyncio.run(load(server.url, workload(count, cfg.max_texts, seed), level))
                     if peer is not None:
-                        theirs = workload(cfg.requests, cfg.max_texts, seed + 1)
+                        theirs = workload(count, cfg.max_texts, seed + 1)
                         sentences = sum(len(t) for t in theirs)
                         seconds = peer.per_request(theirs)
                         whole = peer.all_at_once([t for req in theirs for t in req])
