@@ -33,6 +33,7 @@ def test_healthz_reports_ready_model(client: TestClient, demo_model_dir) -> None
         "device": "cpu",
         "model_dir": str(demo_model_dir),
         "models": {"onnx-genai": "ok"},
+        "kinds": {"onnx-genai": "generator"},
     }
 
 
