@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--concurrency", type=_ints, help="requests in flight (default 1,8,32)")
     e.add_argument("--requests", type=int, help="requests per level (default 64)")
     e.add_argument("--threads", type=int, help="intra-op threads, every arm (default 2)")
+    e.add_argument("--rounds", type=int, help="rounds per level, arms interleaved (default 3)")
     e.add_argument("--no-peers", action="store_true", help="skip sentence-transformers")
     e.add_argument("--out", type=Path, help="output folder (default bench/results/embed)")
 
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench.embed import run as run_embed
 
         ecfg = EmbedConfig.smoke_config() if args.smoke else EmbedConfig()
-        for name in ("model", "concurrency", "requests", "threads", "out"):
+        for name in ("model", "concurrency", "requests", "threads", "rounds", "out"):
             if getattr(args, name) is not None:
                 setattr(ecfg, name, getattr(args, name))
         ecfg.peers = not args.no_peers

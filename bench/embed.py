@@ -153,14 +153,19 @@ def single_latency(url: str, folder: Path, threads: int, reps: int) -> dict[str,
     plain: list[float] = []
     with httpx.Client(timeout=60) as http:
         for i in range(reps + 5):
+            # A pause before each: onnxruntime's idle threads spin for a while after a run,
+            # and the other side's would take the CPU this one is measured on.
+            time.sleep(0.05)
             start = time.perf_counter()
             bare()
             middle = time.perf_counter()
+            time.sleep(0.05)
+            middle2 = time.perf_counter()
             http.post(f"{url}/v1/embeddings", json=body).raise_for_status()
             end = time.perf_counter()
             if i >= 5:
                 plain.append(middle - start)
-                server.append(end - middle)
+                server.append(end - middle2)
     ours, theirs = statistics.median(server), statistics.median(plain)
     return {"server_p50_s": ours, "bare_session_p50_s": theirs, "ratio": ours / theirs}
 
