@@ -15,11 +15,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from backends.config import service_configs
+from backends.core.model_service import ModelService
 from backends.core.registry import ModelRegistry
-from backends.core.service import InferenceService
 from metrics.prometheus import ServerMetrics
 from routes.anthropic import router as anthropic
 from routes.audio import router as audio
+from routes.embeddings import router as embeddings
 from routes.http.auth import install_auth_and_cors
 from routes.http.body_limit import BodyLimitMiddleware
 from routes.http.errors import install_error_handlers
@@ -78,7 +79,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(
-    settings: Settings | None = None, models: InferenceService | ModelRegistry | None = None
+    settings: Settings | None = None, models: ModelService | ModelRegistry | None = None
 ) -> FastAPI:
     """The app for ``settings``; ``models`` (a model's core, or several) replaces the
     models the settings name (tests)."""
@@ -90,7 +91,7 @@ def create_app(
         lifespan=lifespan,
     )
     metrics = ServerMetrics()
-    if isinstance(models, InferenceService):
+    if isinstance(models, ModelService):
         models = ModelRegistry([models], metrics)
     elif models is None:
         configs = service_configs(served_model_fields(settings), settings.server.limits())
@@ -107,6 +108,7 @@ def create_app(
     app.include_router(generate.router)
     app.include_router(tokenizer.router)
     app.include_router(audio.router)
+    app.include_router(embeddings.router)
     app.openapi = document_event_schemas(app, STREAM_EVENTS)  # type: ignore[method-assign]
     if settings.server.web_ui:
         mount_page(app)  # the playground at /: its own paths only

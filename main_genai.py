@@ -27,6 +27,7 @@ from pydantic import SecretStr, ValidationError
 from backends.config import service_configs
 from backends.core.registry import ModelRegistry
 from backends.errors import StartupError
+from backends.models.encoder import read_model_encoder, serves_encoder
 from backends.models.folder import inspect_model_folder
 from backends.models.loader import check_adapters, import_og, resolve_max_length
 from backends.models.providers import detect_available, select_provider
@@ -65,6 +66,10 @@ def preflight(settings: Settings) -> None:
     og = import_og()
     for config in service_configs(served_model_fields(settings), settings.server.limits()):
         model = config.model
+        if serves_encoder(model):
+            spec = read_model_encoder(model)
+            log.info("model %r: a %s model (%s pooling)", model.name, spec.kind, spec.pooling)
+            continue
         choice = select_provider(model.device, detect_available(og))
         folder = inspect_model_folder(model.path, provider=choice.name, variant=model.variant)
         resolve_max_length(model.max_length, folder.context_length)

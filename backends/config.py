@@ -28,6 +28,13 @@ class ModelConfig:
     tool_parser: str = "auto"  # "auto" (from the template), "none", or a parser's name
     reasoning_parser: str = "auto"  # likewise
     adapters: Mapping[str, Path] = field(default_factory=dict)  # LoRA: served name -> file
+    # Encoders (embedding, reranker); "auto" reads the kind off the folder.
+    kind: str = "auto"  # "auto", "generator", "embedding" or "reranker"
+    pooling: str | None = None  # "mean", "cls" or "last"; None: as the folder says
+    normalize: bool | None = None  # None: as the folder says
+    max_inputs: int = 512  # inputs (texts, documents, pairs) one request may hold
+    batch_tokens: int = 8192  # padded tokens one encoder batch may hold
+    batch_wait_ms: float = 2.0  # how long a batch waits for requests being tokenized
 
 
 @dataclass(frozen=True)

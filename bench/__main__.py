@@ -73,6 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--seconds", type=float, default=30.0, help="clip length")
     tr.add_argument("--reps", type=int, default=5, help="requests per arm")
 
+    e = sub.add_parser("embed", help="embeddings: ours vs sentence-transformers (bench/embed.py)")
+    e.add_argument("--smoke", action="store_true", help="the tiny test embedder, few requests")
+    e.add_argument("--model", type=Path, help="an embedder folder (default: MiniLM-shaped)")
+    e.add_argument("--concurrency", type=_ints, help="requests in flight (default 1,8,32)")
+    e.add_argument("--requests", type=int, help="requests per level (default 64)")
+    e.add_argument("--threads", type=int, help="intra-op threads, every arm (default 2)")
+    e.add_argument("--rounds", type=int, help="rounds per level, arms interleaved (default 3)")
+    e.add_argument("--no-peers", action="store_true", help="skip sentence-transformers")
+    e.add_argument("--out", type=Path, help="output folder (default bench/results/embed)")
+
     g = sub.add_parser("load", help="load-test any server (this one or OpenAI-compatible)")
     g.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8002")
     g.add_argument("--protocol", choices=["native", "openai", "completions"], default="openai")
@@ -114,6 +124,18 @@ def main(argv: list[str] | None = None) -> int:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         cfg.out = args.out or ROOT / "bench" / "results" / ("smoke" if args.smoke else stamp)
         run(cfg)
+        return 0
+
+    if args.cmd == "embed":
+        from bench.embed import EmbedConfig
+        from bench.embed import run as run_embed
+
+        ecfg = EmbedConfig.smoke_config() if args.smoke else EmbedConfig()
+        for name in ("model", "concurrency", "requests", "threads", "rounds", "out"):
+            if getattr(args, name) is not None:
+                setattr(ecfg, name, getattr(args, name))
+        ecfg.peers = not args.no_peers
+        print((ecfg.out / "embed.md").read_text() if run_embed(ecfg) else "")
         return 0
 
     if args.cmd == "report":

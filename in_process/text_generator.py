@@ -8,7 +8,8 @@
 It submits to the same core as the HTTP routes (same owner thread, scheduler and settings)
 from an asyncio loop running in a background thread, so it can be called from plain
 synchronous code, from several threads at once. Stop strings, ``n`` choices, seeds, logprobs
-and JSON-schema output work as they do over HTTP.
+and JSON-schema output work as they do over HTTP. Given an embedding or reranker folder, the
+same class answers ``embed()`` and ``rerank()``, as /v1/embeddings and /v1/rerank do.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from backends.config import service_config
+from backends.core.encoder_service import EmbedRequest, EncoderService
 from backends.core.handle import ChoiceResult, RequestHandle, Result
+from backends.core.registry import make_service
 from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt, json_schema_guidance
-from backends.core.service import InferenceService
 from backends.types import GeneratedToken, SamplingParams
 from schemas.models_file import model_fields
 from schemas.settings import Settings
@@ -70,7 +72,7 @@ class OnnxTextGenerator:
         self._thread.start()
         self._closed = False
         config = service_config(model_fields(self.settings.model), self.settings.server.limits())
-        self.service = InferenceService(config)
+        self.service = make_service(config)  # a generator, or an encoder (embed / rerank)
         try:
             self._call(self.service.start(), timeout=load_timeout)
         except BaseException:
@@ -196,6 +198,40 @@ class OnnxTextGenerator:
             "tokens_generated": c.completion_tokens,
             "logprobs": _logprobs(c.tokens) if logprobs else None,
         }
+
+    # ---- encoders ------------------------------------------------------------------------
+    def embed(
+        self,
+        texts: str | Sequence[str],
+        *,
+        dimensions: int | None = None,
+        prompt_name: str | None = None,
+        input_type: str | None = None,
+        truncate: bool = False,
+    ) -> list[list[float]]:
+        """One vector per text, from an embedding model, as /v1/embeddings computes it."""
+        request = EmbedRequest(
+            [texts] if isinstance(texts, str) else list(texts),
+            prompt_name=prompt_name,
+            input_type=input_type,
+            dimensions=dimensions,
+            truncate=-1 if truncate else None,
+        )
+        result = self._call(self._encoder("embedding").embed(request))
+        return [v.tolist() for v in result.vectors]
+
+    def rerank(
+        self, query: str, documents: Sequence[str], *, top_n: int | None = None
+    ) -> list[dict[str, Any]]:
+        """``{"index", "relevance_score"}`` per document, best first, from a reranker."""
+        scored = self._call(self._encoder("reranker").score([(query, d) for d in documents]))
+        order = sorted(range(len(documents)), key=lambda i: -scored.scores[i])[:top_n]
+        return [{"index": i, "relevance_score": scored.scores[i]} for i in order]
+
+    def _encoder(self, kind: str) -> EncoderService:
+        if not isinstance(self.service, EncoderService):
+            self.service._wrong_kind(kind)
+        return self.service
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         if self._closed and self._loop.is_closed():

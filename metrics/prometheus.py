@@ -231,6 +231,13 @@ class ModelMetrics:
             )
         )
 
+    def on_encoded(self, inputs: int, tokens: int, seconds: float) -> None:
+        """An embeddings or rerank request: its tokens and latency, as a generation's."""
+        self.m.finished.labels(self.model, "stop").inc()
+        self.m.reasons.setdefault(self.model, set()).add("stop")
+        self.m.e2e.labels(self.model).observe(seconds)
+        self.m.prompt_tokens.labels(self.model).inc(tokens)
+
     def on_finished(self, choice: FinishedChoice) -> None:
         finish, m, metrics, model = choice.finish, choice.metrics, self.m, self.model
         metrics.finished.labels(model, finish.reason).inc()

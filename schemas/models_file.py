@@ -13,6 +13,11 @@ server-wide model setting (``GENAI_DEVICE``, ``GENAI_SCHEDULER``, ...)::
     name = "demo-batch"
     path = "models/demo-llama"
     scheduler = "batch"
+
+    [[models]]
+    name = "embedder"
+    path = "models/my-embedder"   # a sentence-transformers or Optimum ONNX folder
+    kind = "embedding"            # read off the folder if unset, like pooling and normalize
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -62,6 +67,15 @@ class ModelEntry(BaseModel):
     reasoning_parser: ReasoningParserName | None = None
     adapters: dict[str, Path] = Field(
         default_factory=dict, description="LoRA adapters: served name -> .onnx_adapter file."
+    )
+    # Encoders (docs/api/embeddings.md): each unset one is read off the folder.
+    kind: Literal["auto", "generator", "embedding", "reranker"] | None = None
+    pooling: Literal["mean", "cls", "last"] | None = None
+    normalize: bool | None = None
+    max_inputs: int | None = Field(None, ge=1, description="Inputs one request may hold.")
+    batch_tokens: int | None = Field(None, ge=1, description="Padded tokens per encoder batch.")
+    batch_wait_ms: float | None = Field(
+        None, ge=0, description="How long an encoder batch waits for requests on their way."
     )
 
     def names(self) -> list[str]:
@@ -131,6 +145,13 @@ def model_fields(model: ModelSettings, entry: ModelEntry | None = None) -> dict[
         "tool_parser": model.tool_parser,
         "reasoning_parser": model.reasoning_parser,
         "adapters": {},
+        # Encoders: set per model in the models file; a lone model reads them off its folder.
+        "kind": "auto",
+        "pooling": None,
+        "normalize": None,
+        "max_inputs": 512,
+        "batch_tokens": 8192,
+        "batch_wait_ms": 2.0,
     }
     if entry is not None:
         fields.update(entry.model_dump(exclude_none=True))

@@ -50,3 +50,6 @@ class Health(BaseModel):
         default_factory=dict,
         description="What each loaded model reads: text, and image or audio where it can.",
     )
+    kinds: dict[str, Literal["generator", "embedding", "reranker", "transcription"]] = Field(
+        default_factory=dict, description="Every served model's kind."
+    )

@@ -106,3 +106,24 @@ def test_bench_transcribe_smoke() -> None:
         assert row["tokens"] > 0
         assert row["real_time_factor"] == pytest.approx(row["median_seconds"] / 5, rel=1e-2)
     assert out["server_over_direct"] > 0
+
+
+def test_bench_embed_smoke(tmp_path: Path) -> None:
+    """The embeddings arm on the tiny embedder: its JSON and table, never its timings."""
+    out = tmp_path / "embed"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "embed", "--smoke", "--no-peers", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = json.loads((out / "embed.json").read_text())
+    assert [level["concurrency"] for level in results["levels"]] == [1, 4]
+    for level in results["levels"]:
+        [row] = level["rounds"]
+        assert row["failures"] == 0 and row["sentences_per_s"] > 0
+        assert set(row["latency"]) == {"p50", "p99", "mean"}
+    assert results["single"]["server_p50_s"] > 0 and results["single"]["bare_session_p50_s"] > 0
+    assert "| in flight |" in (out / "embed.md").read_text()

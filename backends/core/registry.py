@@ -1,13 +1,10 @@
-"""Several models behind one endpoint: a core (:class:`InferenceService`) per model.
+"""Several models behind one endpoint: a core (:class:`ModelService`) per model: a generator's,
+an encoder's or a Whisper's. A request of the wrong kind for its model is a 400 naming the kind.
 
 Every model has its own owner thread, scheduler and limits; a request's ``model`` picks one
 (``None`` is the default, the first listed), and a LoRA adapter's name picks its base model,
 which applies the adapter. The doors call :meth:`submit` and friends exactly as they would on
 one service. Models can be loaded and unloaded at runtime: an unloaded model drains first.
-
-Speech-to-text models (Whisper) are served beside them by a :class:`TranscriptionService`
-each: listed and loaded like any model, reached through :meth:`transcriber`; a chat request
-that names one, or a transcription that names a chat model, is a 400 naming the model's kind.
 """
 
 from __future__ import annotations
@@ -19,10 +16,20 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from backends.config import ServiceConfig
+from backends.core.encoder_service import EncoderService
 from backends.core.handle import RequestHandle
+from backends.core.model_service import (
+    ModelKind,
+    ModelService,
+    Observer,
+    RequestStats,
+    ServiceStats,
+    Status,
+)
 from backends.core.request import GenerationRequest, Prompt
-from backends.core.service import InferenceService, Observer, RequestStats, ServiceStats, Status
+from backends.core.service import InferenceService
 from backends.errors import InvalidRequest, ModelNotFound
+from backends.models.encoder import serves_encoder
 from backends.speech.service import TranscriptionService
 from backends.speech.whisper import is_speech_folder
 from backends.types import PreparedPrompt
@@ -35,12 +42,16 @@ class ServedModel:
     """One id in ``/v1/models``: a model, or an adapter on one (``parent``)."""
 
     id: str
-    service: InferenceService | TranscriptionService
+    service: ModelService
     parent: str | None = None
 
     @property
     def max_length(self) -> int | None:
         return self.service.max_length
+
+    @property
+    def kind(self) -> ModelKind:
+        return self.service.kind
 
     @property
     def modalities(self) -> tuple[str, ...] | None:
@@ -50,99 +61,65 @@ class ServedModel:
 class Attachments(Protocol):
     """What watches each model (metrics): attached when it is added, detached when removed."""
 
-    def attach(self, service: InferenceService | TranscriptionService) -> Observer | None: ...
+    def attach(self, service: ModelService) -> Observer | None: ...
 
     def detach(self, name: str) -> None: ...
 
 
 class _Nothing:
-    def attach(self, service: InferenceService | TranscriptionService) -> Observer | None:
+    def attach(self, service: ModelService) -> Observer | None:
         return None
 
     def detach(self, name: str) -> None:
         pass
 
 
+def make_service(config: ServiceConfig) -> ModelService:
+    """A generator's core, an encoder's or a Whisper's: as the models file says, else as the
+    folder says."""
+    if is_speech_folder(config.model.path):
+        return TranscriptionService(config)
+    if serves_encoder(config.model):
+        return EncoderService(config)
+    return InferenceService(config)
+
+
 class ModelRegistry:
     def __init__(
-        self,
-        services: Sequence[InferenceService],
-        attachments: Attachments | None = None,
-        speech: Sequence[TranscriptionService] = (),
+        self, services: Sequence[ModelService], attachments: Attachments | None = None
     ) -> None:
-        if not services and not speech:
+        if not services:
             raise ValueError("at least one model is needed")
         self._attachments = attachments or _Nothing()
-        self._services: dict[str, InferenceService] = {}
-        self._speech: dict[str, TranscriptionService] = {}
+        self._services: dict[str, ModelService] = {}
         self._draining = False
         for service in services:
             self._add(service)
-        for transcriber in speech:
-            self._add_speech(transcriber)
 
     @classmethod
     def from_configs(
         cls, configs: Sequence[ServiceConfig], attachments: Attachments | None = None
     ) -> ModelRegistry:
-        """A service per model; a Whisper folder gets a speech service."""
-        speech = [c for c in configs if is_speech_folder(c.model.path)]
-        chat = [c for c in configs if c not in speech]
-        return cls(
-            [InferenceService(config) for config in chat],
-            attachments,
-            [TranscriptionService(config) for config in speech],
-        )
+        return cls([make_service(config) for config in configs], attachments)
 
     # ---- lookup --------------------------------------------------------------------------
     @property
-    def default(self) -> InferenceService | TranscriptionService:
-        """The first model listed (a text-generation one, if any)."""
-        return next(iter(self._everything()))
+    def default(self) -> ModelService:
+        return next(iter(self._services.values()))
 
     @property
-    def services(self) -> list[InferenceService]:
+    def services(self) -> list[ModelService]:
         return list(self._services.values())
 
-    def get(self, name: str | None) -> InferenceService:
-        """The service that serves ``name`` (a model or one of its adapters); None: default."""
+    def get(self, name: str | None, kind: ModelKind = "generator") -> ModelService:
+        """The service that serves ``name`` (a model or one of its adapters); None: the first
+        model of ``kind`` (else the first model, which says what it serves)."""
         if name is None:
-            default = self.default
-            if isinstance(default, InferenceService):
-                return default
-            name = default.model_name  # a speech-only server: the 400 below names it
+            fits = [s for s in self._services.values() if s.kind == kind]
+            return fits[0] if fits else self.default
         for service in self._services.values():
             if name in service.names:
                 return service
-        if name in self._speech:
-            raise InvalidRequest(
-                f"The model {name!r} is a {TranscriptionService.kind} model: it serves "
-                "/v1/audio/transcriptions, not text generation.",
-                param="model",
-            )
-        raise self._not_found(name)
-
-    def transcriber(self, name: str | None) -> TranscriptionService:
-        """The speech service named ``name`` (None: the first); a chat model is a 400."""
-        if name is None and self._speech:
-            return next(iter(self._speech.values()))
-        if name is not None and name in self._speech:
-            return self._speech[name]
-        if name is not None and any(name in s.names for s in self._services.values()):
-            raise InvalidRequest(
-                f"The model {name!r} is a text-generation model; transcription needs a "
-                f"{TranscriptionService.kind} model"
-                + (
-                    f": this server serves {', '.join(map(repr, self._speech))}."
-                    if self._speech
-                    else ", and this server serves none."
-                ),
-                param="model",
-            )
-        if name is None:
-            raise InvalidRequest(
-                f"This server serves no {TranscriptionService.kind} model.", param="model"
-            )
         raise self._not_found(name)
 
     def served_model(self, name: str) -> ServedModel:
@@ -163,7 +140,6 @@ class ModelRegistry:
         for service in self._services.values():
             out.append(ServedModel(service.model_name, service))
             out += [ServedModel(a, service, service.model_name) for a in service.adapter_names]
-        out += [ServedModel(name, speech) for name, speech in self._speech.items()]
         return out
 
     # ---- what one service offers, routed by model ----------------------------------------
@@ -177,12 +153,12 @@ class ModelRegistry:
         return await self.get(model).detokenize(token_ids, model)
 
     def cancel(self, request_id: str) -> bool:
-        return any(service.cancel(request_id) for service in self._everything())
+        return any(service.cancel(request_id) for service in self._services.values())
 
     def stats(self) -> ServiceStats:
         """Every model's requests, each tagged with its model."""
         requests: list[RequestStats] = []
-        for service in self._everything():
+        for service in self._services.values():
             requests += [replace(r, model=service.model_name) for r in service.stats().requests]
         running = sum(r.state == "running" for r in requests)
         return ServiceStats(running, len(requests) - running, tuple(requests))
@@ -193,7 +169,7 @@ class ModelRegistry:
         return self.default.status
 
     def statuses(self) -> dict[str, Status]:
-        return {service.model_name: service.status for service in self._everything()}
+        return {name: service.status for name, service in self._services.items()}
 
     def modalities(self) -> dict[str, list[str]]:
         """What each loaded model reads (text, image, audio)."""
@@ -203,19 +179,22 @@ class ModelRegistry:
             if service.modalities is not None
         }
 
+    def kinds(self) -> dict[str, ModelKind]:
+        return {name: service.kind for name, service in self._services.items()}
+
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
         """Load every model (concurrently); a model that fails is logged and reports "error"
         while the others serve. Raises the default model's failure, if any."""
         results = await asyncio.gather(
-            *(self._start(s) for s in self._everything()), return_exceptions=True
+            *(self._start(s) for s in self._services.values()), return_exceptions=True
         )
         first = results[0]
         if isinstance(first, BaseException):
             raise first
 
     async def stop(self) -> None:
-        await asyncio.gather(*(s.stop() for s in self._everything()))
+        await asyncio.gather(*(s.stop() for s in self._services.values()))
 
     @property
     def draining(self) -> bool:
@@ -225,15 +204,36 @@ class ModelRegistry:
     def draining(self, value: bool) -> None:
         """Draining: every model refuses new work (503) and /readyz says so."""
         self._draining = value
-        for service in self._everything():
+        for service in self._services.values():
             service.draining = value
 
     async def drain(self, timeout: float) -> int:
         self.draining = True
-        counts = await asyncio.gather(*(s.drain(timeout) for s in self._everything()))
+        counts = await asyncio.gather(*(s.drain(timeout) for s in self._services.values()))
         return sum(counts)
 
-    async def load(self, config: ServiceConfig) -> InferenceService:
+    def generator(self, name: str | None) -> InferenceService:
+        """The text-generation model ``name`` names (None: the first); another kind refuses."""
+        service = self.get(name)
+        if not isinstance(service, InferenceService):
+            service._wrong_kind("generator")
+        return service
+
+    def encoder(self, name: str | None, kind: ModelKind) -> EncoderService:
+        """The encoder ``name`` names (None: the first of ``kind``); a generator refuses."""
+        service = self.get(name, kind)
+        if not isinstance(service, EncoderService):
+            service._wrong_kind(kind)
+        return service
+
+    def transcriber(self, name: str | None) -> TranscriptionService:
+        """The speech model ``name`` names (None: the first); another kind refuses."""
+        service = self.get(name, "transcription")
+        if not isinstance(service, TranscriptionService):
+            service._wrong_kind("transcription")
+        return service
+
+    async def load(self, config: ServiceConfig) -> ModelService:
         """Add and load a model at runtime. Its name (and its adapters') must be new; if it
         fails to load it is removed again and the error raised."""
         if is_speech_folder(config.model.path):
@@ -242,7 +242,7 @@ class ModelRegistry:
                 "the models file.",
                 param="path",
             )
-        service = self._add(InferenceService(config))
+        service = self._add(make_service(config))
         try:
             await service.start()
         except BaseException:
@@ -257,13 +257,6 @@ class ModelRegistry:
     async def unload(self, name: str, timeout: float) -> int:
         """Drain model ``name`` (up to ``timeout`` s, then cancel), stop it and remove it.
         Returns how many of its sequences had to be cancelled."""
-        speech = self._speech.pop(name, None)
-        if speech is not None:
-            self._attachments.detach(name)
-            cancelled = await speech.drain(timeout)
-            await speech.stop()
-            log.info("model %r unloaded (%d transcriptions cancelled)", name, cancelled)
-            return cancelled
         service = self._services.get(name)
         if service is None:
             self.get(name)  # a 404 that lists the served models
@@ -277,17 +270,7 @@ class ModelRegistry:
         return cancelled
 
     # ---- internals -----------------------------------------------------------------------
-    def _everything(self) -> list[InferenceService | TranscriptionService]:
-        return [*self._services.values(), *self._speech.values()]
-
-    def _add_speech(self, service: TranscriptionService) -> None:
-        if service.model_name in {m.id for m in self.served()}:
-            raise InvalidRequest(f"The name {service.model_name!r} is already served.")
-        service.observer = self._attachments.attach(service)  # type: ignore[assignment]
-        service.draining = self._draining
-        self._speech[service.model_name] = service
-
-    def _add(self, service: InferenceService) -> InferenceService:
+    def _add(self, service: ModelService) -> ModelService:
         taken = {m.id for m in self.served()} if self._services else set()
         clash = sorted(taken & set(service.names))
         if clash:
@@ -301,7 +284,7 @@ class ModelRegistry:
         del self._services[name]
         self._attachments.detach(name)
 
-    async def _start(self, service: InferenceService | TranscriptionService) -> None:
+    async def _start(self, service: ModelService) -> None:
         try:
             await service.start()
             log.info(

@@ -15,15 +15,19 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal, Protocol
 
 from backends.chat.formats import ChatFormat, chat_format
 from backends.chat.prompt_worker import THRESHOLD_CHARS, PromptWorker
 from backends.chat.prompts import check_modalities, prepare_prompt, templates_of
 from backends.config import ModelConfig, ServiceConfig
 from backends.core.handle import Choice, FinishedChoice, RequestHandle, let_loop_deliver
+from backends.core.model_service import (
+    ModelService,
+    Observer,
+    RequestStats,
+    ServiceStats,
+    Status,
+)
 from backends.core.planning import (
     apply_tools,
     check_beams,
@@ -37,52 +41,17 @@ from backends.core.timing import RequestTimer
 from backends.engine.choose import strategy_factory
 from backends.engine.profiling import ProfileWindow
 from backends.engine.scheduler import Job, Scheduler, Strategy
-from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
+from backends.errors import InvalidRequest, NotReady
 from backends.models.folder import ModelFolder
 from backends.models.loader import LoadedModel, load_model
 from backends.types import ChatPrompt, ImageInput, PreparedPrompt, Prompt
 
 log = logging.getLogger("genai.service")
 
-Status = Literal["loading", "ok", "error"]
+__all__ = ["InferenceService", "Observer", "RequestStats", "ServiceStats", "Status"]
 
 
-class Observer(Protocol):
-    """Hooks for metrics; called on the event loop."""
-
-    def on_rejected(self) -> None: ...
-
-    def on_grammar_refused(self) -> None:
-        """A request's grammar was refused before it ran (a 400)."""
-
-    def on_token(self, gap: float | None) -> None:
-        """A token reached the event loop, ``gap`` seconds after the request's previous one."""
-
-    def on_finished(self, choice: FinishedChoice) -> None: ...
-
-    def on_media(self, modality: str, items: int, size: int) -> None:
-        """A request with ``items`` images (or audio clips) of ``size`` bytes in all was
-        admitted."""
-
-
-@dataclass(frozen=True)
-class RequestStats:
-    id: str
-    state: Literal["running", "waiting"]
-    prompt_tokens: int
-    generated_tokens: int
-    age_seconds: float
-    model: str = ""
-
-
-@dataclass(frozen=True)
-class ServiceStats:
-    running: int
-    waiting: int
-    requests: tuple[RequestStats, ...]
-
-
-class InferenceService:
+class InferenceService(ModelService):
     """One model's core: its owner thread (loading the model there), admission, and every
     request's trip to the owner thread and back. ``loader`` loads the model (tests slow it
     down or make it fail)."""
@@ -94,9 +63,7 @@ class InferenceService:
         *,
         loader: Callable[[ModelConfig], LoadedModel] = load_model,
     ) -> None:
-        self.config = config
-        self.observer = observer
-        self.draining = False
+        super().__init__(config, observer)
         self._loader = loader
         self._chat_format = ChatFormat()  # set on the owner thread, with the model
         self._scheduler = Scheduler(
@@ -160,23 +127,6 @@ class InferenceService:
         return "error" if self._scheduler.load_error is not None else "ok"
 
     @property
-    def model_name(self) -> str:
-        return self.config.model.name
-
-    @property
-    def adapter_names(self) -> tuple[str, ...]:
-        """LoRA adapters requests may name instead of the model (each applied to it)."""
-        return tuple(self.config.model.adapters)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return (self.model_name, *self.adapter_names)
-
-    @property
-    def model_dir(self) -> Path:
-        return self.config.model.path
-
-    @property
     def device(self) -> str:
         model = self._scheduler.model
         return model.provider.name if model is not None else self.config.model.device
@@ -228,14 +178,6 @@ class InferenceService:
         return ServiceStats(running=running, waiting=len(requests) - running, requests=requests)
 
     # ---- requests ------------------------------------------------------------------------
-    def _check_model(self, name: str | None) -> None:
-        if name is not None and name not in self.names:
-            served = ", ".join(repr(n) for n in self.names)
-            raise ModelNotFound(
-                f"The model {name!r} does not exist; this server serves {served}.",
-                param="model",
-            )
-
     async def submit(self, request: GenerationRequest) -> RequestHandle:
         """Admit, prepare and queue every choice of ``request``; iterate the handle for them."""
         self._check_model(request.model)
@@ -353,10 +295,6 @@ class InferenceService:
         return window.steps if window is not None else 0
 
     # ---- internals -----------------------------------------------------------------------
-    def _ready(self) -> None:
-        if self.status != "ok":
-            raise NotReady(f"The model is not ready (status: {self.status}).")
-
     def _loaded(self) -> tuple[LoadedModel, Strategy]:
         model, strategy = self._scheduler.model, self._scheduler.strategy
         if self.status != "ok" or model is None or strategy is None:
@@ -373,9 +311,7 @@ class InferenceService:
 
     def _admit(self, sequences: int) -> None:
         """Refuse new work when draining or when running + waiting would pass the limit."""
-        if self.draining:
-            raise ShuttingDown("The server is shutting down; retry on another instance.")
-        self._ready()
+        self._refuse_if_closed()
         limits = self.config.limits
         limit = limits.max_concurrency + limits.max_queue
         if sequences > limit:  # not even an idle server could take it: no point retrying
@@ -386,13 +322,7 @@ class InferenceService:
                 param="n",
             )
         if len(self._inflight) + sequences > limit:
-            if self.observer is not None:
-                self.observer.on_rejected()
-            raise Overloaded(
-                f"The server is at capacity ({len(self._inflight)} sequences running or "
-                f"waiting; limit {limit}). Retry later.",
-                headers={"Retry-After": "1"},
-            )
+            raise self._overloaded(len(self._inflight), limit, "sequences")
 
     def _new_handle(self, request: GenerationRequest, output: ChatFormat | None) -> RequestHandle:
         base = request.request_id or f"gen-{next(self._ids)}"

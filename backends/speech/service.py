@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from backends.config import ServiceConfig
-from backends.core.service import RequestStats, ServiceStats, Status
+from backends.core.model_service import ModelService, RequestStats, ServiceStats, Status
 from backends.errors import (
     GenAIError,
     GenerationFailed,
@@ -109,10 +109,10 @@ class TranscriptionHandle:
         return self._result
 
 
-class TranscriptionService:
+class TranscriptionService(ModelService):
     """A Whisper model's core: the registry serves it beside the chat models' services."""
 
-    kind = "speech-to-text (whisper)"
+    kind = "transcription"
 
     def __init__(
         self,
@@ -121,9 +121,8 @@ class TranscriptionService:
         *,
         loader: Callable[[Path, int | None], WhisperModel] = WhisperModel,
     ) -> None:
-        self.config = config
-        self.observer = observer
-        self.draining = False
+        super().__init__(config)
+        self.observer: SpeechObserver | None = observer  # type: ignore[assignment]
         self._loader = loader
         self._model: WhisperModel | None = None
         self._load_error: BaseException | None = None
@@ -136,20 +135,8 @@ class TranscriptionService:
 
     # ---- what the registry asks every service ----------------------------------------------
     @property
-    def model_name(self) -> str:
-        return self.config.model.name
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return (self.model_name,)
-
-    @property
     def adapter_names(self) -> tuple[str, ...]:
         return ()
-
-    @property
-    def model_dir(self) -> Path:
-        return self.config.model.path
 
     @property
     def device(self) -> str:

@@ -72,7 +72,7 @@ async def load_media(http: Request, request: GenerationRequest) -> GenerationReq
     chat = request.chat
     if chat is None or not chat.images:
         return request
-    get_models(http).get(request.model).check_media(request)
+    get_models(http).generator(request.model).check_media(request)
     return await with_images(request, media_policy(get_settings(http).server))
 
 

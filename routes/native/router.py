@@ -27,6 +27,7 @@ async def healthz(models: ModelsDep) -> JSONResponse:
         model_dir=str(default.model_dir),
         models=models.statuses(),
         modalities=models.modalities(),
+        kinds=models.kinds(),
     )
     return JSONResponse(health.model_dump(), 200 if health.status == "ok" else 503)
 

@@ -55,7 +55,7 @@ def _lines_doc(what: str, line: type[Any]) -> dict[int | str, dict[str, Any]]:
 
 
 async def _checked(body: GenerateFields, models: ModelsDep) -> None:
-    service = models.get(body.model)  # a 404 for an unknown model
+    service = models.generator(body.model)  # a 404 for an unknown model, 400 another kind
     thinks = service.chat_format.reasoning is not None
     serving.check(body, max_length=service.max_length, thinks=thinks)
 

@@ -310,4 +310,5 @@ def model_card(model: ServedModel) -> ModelCard:
         max_model_len=length,
         context_length=length,
         modalities=list(model.modalities) if model.modalities is not None else None,
+        kind=model.kind,
     )

@@ -176,6 +176,10 @@ class ModelCard(BaseModel):
     modalities: list[str] | None = Field(
         None, description="What the model reads: text, and image or audio; null while loading."
     )
+    kind: Literal["generator", "embedding", "reranker", "transcription"] = Field(
+        "generator",
+        description="What it serves: text generation, embeddings, reranking or transcription.",
+    )
 
 
 class ModelList(BaseModel):

@@ -34,6 +34,7 @@ def test_healthz_reports_ready_model(client: TestClient, demo_model_dir) -> None
         "model_dir": str(demo_model_dir),
         "models": {"onnx-genai": "ok"},
         "modalities": {"onnx-genai": ["text"]},
+        "kinds": {"onnx-genai": "generator"},
     }
 
 
