@@ -28,6 +28,10 @@ from app_onnx_genai import create_app  # noqa: E402
 from schemas.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
 
 TIERS = ("unit", "model", "live")
+# The demo model's context length (genai_config.json), which refusal messages name.
+DEMO_CONTEXT = int(
+    json.loads((DEMO_MODEL_DIR / "genai_config.json").read_text())["model"]["context_length"]
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

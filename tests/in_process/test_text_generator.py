@@ -10,7 +10,7 @@ import pytest
 from backends.errors import ContextLengthExceeded, InvalidRequest
 from in_process import OnnxTextGenerator
 from schemas.settings import DEMO_MODEL_DIR
-from tests.conftest import METRIC_KEYS, DirectGenerator
+from tests.conftest import DEMO_CONTEXT, METRIC_KEYS, DirectGenerator
 
 pytestmark = pytest.mark.model
 
@@ -84,8 +84,8 @@ def test_leaving_a_stream_early_cancels_it(generator: OnnxTextGenerator) -> None
 
 
 def test_errors_are_the_service_errors(generator: OnnxTextGenerator) -> None:
-    with pytest.raises(ContextLengthExceeded, match="5000"):
-        generator.generate(PROMPT, max_new_tokens=5000)
+    with pytest.raises(ContextLengthExceeded, match=str(DEMO_CONTEXT + 1000)):
+        generator.generate(PROMPT, max_new_tokens=DEMO_CONTEXT + 1000)
 
 
 def test_close_is_idempotent_and_final() -> None:

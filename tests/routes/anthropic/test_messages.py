@@ -21,7 +21,7 @@ from backends.core.handle import ChoiceDelta
 from backends.types import GeneratedToken
 from routes.anthropic import serving
 from schemas.anthropic import CountTokensRequest, MessagesRequest
-from tests.conftest import make_client, wait_ready
+from tests.conftest import DEMO_CONTEXT, make_client, wait_ready
 from tests.routes.fakes import FakeHandle
 
 pytestmark = pytest.mark.model
@@ -410,7 +410,7 @@ def test_a_repeated_prompt_reads_its_prefix_from_the_cache(client: TestClient) -
             ["budget_tokens"],
         ),
         ({"stop_sequences": [""]}, ["stop_sequences"]),
-        ({"max_tokens": 5000}, ["max_tokens", "2048"]),
+        ({"max_tokens": DEMO_CONTEXT + 1000}, ["max_tokens", str(DEMO_CONTEXT)]),
     ],
 )
 def test_bad_requests_are_anthropic_400s_that_name_the_problem(

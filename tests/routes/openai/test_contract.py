@@ -16,6 +16,7 @@ from openai.types.chat import (
 )
 
 from bench.server import live_server
+from tests.conftest import DEMO_CONTEXT
 
 pytestmark = pytest.mark.live
 
@@ -52,6 +53,7 @@ def test_chat_completion_and_its_stream_agree(api: OpenAI) -> None:
         messages=MESSAGES,
         temperature=0,
         max_tokens=16,
+        extra_body={"min_tokens": 16},  # the demo model would end its turn sooner
     )
     assert done.object == "chat.completion"
     assert done.choices[0].finish_reason == "length"
@@ -66,6 +68,7 @@ def test_chat_completion_and_its_stream_agree(api: OpenAI) -> None:
             messages=MESSAGES,
             temperature=0,
             max_tokens=16,
+            extra_body={"min_tokens": 16},
             stream=True,
             stream_options={"include_usage": True},
         )
@@ -171,7 +174,7 @@ def test_errors_map_to_client_exceptions(api: OpenAI, base_url: str) -> None:
         )
     assert "functions" in str(bad.value)
     with pytest.raises(openai.BadRequestError, match="context"):
-        api.completions.create(model=MODEL, prompt=PROMPT, max_tokens=5000)
+        api.completions.create(model=MODEL, prompt=PROMPT, max_tokens=DEMO_CONTEXT + 1000)
     with pytest.raises(openai.NotFoundError):
         api.chat.completions.create(model="gpt-9", messages=MESSAGES)
     wrong = OpenAI(base_url=base_url, api_key="wrong", max_retries=0)
@@ -254,6 +257,30 @@ def test_a_forced_tool_call_round_trip(api: OpenAI) -> None:
         temperature=0,
     )
     assert answer.choices[0].message.content
+
+
+def test_the_demo_model_ends_its_turn_and_calls_an_offered_tool(api: OpenAI) -> None:
+    # No min_tokens, no forced call: what the trained demo model does by itself, greedy.
+    done = api.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Hello!"}],
+        temperature=0,
+        max_tokens=200,
+    )
+    assert done.choices[0].finish_reason == "stop" and done.choices[0].message.content
+    assert done.usage is not None and done.usage.completion_tokens < 200
+    called = api.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER],
+        temperature=0,
+        max_tokens=200,
+    )
+    choice = called.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    [call] = choice.message.tool_calls or []
+    assert isinstance(call, ChatCompletionMessageFunctionToolCall) and call.function.name
+    assert isinstance(json.loads(call.function.arguments), dict)
 
 
 def test_langchain_binds_tools_and_gets_a_parsed_call(base_url: str) -> None:
