@@ -289,13 +289,13 @@ def conversation(
         "function": {"name": target.name, "arguments": args},
     }
     result = answer(rng)
-    msgs: list[dict[str, Any]] = [
+    turns: list[dict[str, Any]] = [
         *system,
         {"role": "user", "content": request},
         {"role": "assistant", "content": "", "tool_calls": [call]},
         {"role": "tool", "content": result},
     ]
-    return msgs, specs, f"Done. {result}" if rng.random() < 0.5 else result
+    return turns, specs, f"Done. {result}" if rng.random() < 0.5 else result
 
 
 def corpus(

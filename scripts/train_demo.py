@@ -219,13 +219,14 @@ def make_trained_hf_folder(
 
 def check(folder: Path, template: str, seed: int, n: int = 200) -> dict[str, Any]:
     """The exported model, greedy through og.Generator, on held-out conversations: how many
-    replies end with the end-of-turn token, how many asked-for calls parse and name the tool."""
+    replies end with the end-of-turn token; of the turns that ask for a tool, how many replies are
+    a parseable call, name the expected tool, and are exactly the expected call."""
     import onnxruntime_genai as og
 
     model = og.Model(str(folder))
     tok = og.Tokenizer(model)
     eos = 2  # <|im_end|>
-    ended = calls = calls_ok = exact = 0
+    ended = calls = calls_ok = exact = parsed = named = 0
     for prompt, want in held_out(template, seed, n):
         ids = tok.encode(prompt)
         params = og.GeneratorParams(model)
@@ -241,16 +242,25 @@ def check(folder: Path, template: str, seed: int, n: int = 200) -> dict[str, Any
         exact += text + "<|im_end|>" == want
         if want.startswith("<tool_call>"):
             calls += 1
-            calls_ok += _same_call(text, want.removesuffix("<|im_end|>"))
-    return {"held_out": n, "ended": ended, "exact": exact, "calls": calls, "calls_right": calls_ok}
+            call, expected = _call(text), _call(want.removesuffix("<|im_end|>"))
+            parsed += isinstance(call, dict) and isinstance(call.get("arguments"), dict)
+            named += isinstance(call, dict) and call.get("name") == expected["name"]
+            calls_ok += call == expected
+    return {
+        "held_out": n,
+        "ended": ended,
+        "exact": exact,
+        "calls": calls,
+        "calls_parsed": parsed,
+        "calls_named": named,
+        "calls_right": calls_ok,
+    }
 
 
-def _same_call(text: str, want: str) -> bool:
-    def body(s: str) -> Any:
-        inner = s.strip().removeprefix("<tool_call>").removesuffix("</tool_call>")
-        return json.loads(inner)
-
+def _call(text: str) -> Any:
+    """The JSON object of a ``<tool_call>`` block, or None."""
+    inner = text.strip().removeprefix("<tool_call>").removesuffix("</tool_call>")
     try:
-        return bool(body(text) == body(want))
+        return json.loads(inner)
     except ValueError:
-        return False
+        return None
