@@ -98,11 +98,15 @@ def test_completion_and_its_stream_agree(api: OpenAI) -> None:
 
 
 def test_stop_is_cut_and_reported(api: OpenAI) -> None:
-    full = api.completions.create(model=MODEL, prompt=PROMPT, temperature=0, max_tokens=20)
+    # min_tokens: the demo model would end this raw text after a token or two.
+    more = {"min_tokens": 20}
+    full = api.completions.create(
+        model=MODEL, prompt=PROMPT, temperature=0, max_tokens=20, extra_body=more
+    )
     text = full.choices[0].text
     stop = text[5:8]
     cut = api.completions.create(
-        model=MODEL, prompt=PROMPT, temperature=0, max_tokens=20, stop=[stop]
+        model=MODEL, prompt=PROMPT, temperature=0, max_tokens=20, stop=[stop], extra_body=more
     )
     assert cut.choices[0].text == text[: text.find(stop)]
     assert cut.choices[0].finish_reason == "stop"
@@ -129,6 +133,7 @@ def test_logprobs(api: OpenAI) -> None:
         max_tokens=5,
         logprobs=True,
         top_logprobs=2,
+        extra_body={"min_tokens": 5},
     )
     logprobs = resp.choices[0].logprobs
     assert logprobs is not None and logprobs.content is not None
@@ -137,7 +142,12 @@ def test_logprobs(api: OpenAI) -> None:
         assert entry.logprob <= 0 and len(entry.top_logprobs) == 2
         assert entry.top_logprobs[0].token == entry.token
     comp = api.completions.create(
-        model=MODEL, prompt=PROMPT, temperature=0, max_tokens=4, logprobs=1
+        model=MODEL,
+        prompt=PROMPT,
+        temperature=0,
+        max_tokens=4,
+        logprobs=1,
+        extra_body={"min_tokens": 4},
     )
     assert comp.choices[0].logprobs is not None
     assert len(comp.choices[0].logprobs.tokens or []) == 4
