@@ -7,12 +7,14 @@ trained locally on a built-in corpus, a ChatML chat template, then
 ``onnxruntime_genai.models.builder``. The output folder is a normal GenAI model folder
 (genai_config.json, model.onnx(+.data), tokenizer files, chat_template.jinja).
 
-The weights are untrained: the model emits fluent-looking nonsense. It exists to exercise
-the real engine (ONNX graph, tokenizer, KV cache) and to measure speed.
+The weights are untrained (the model emits fluent-looking nonsense), except with
+``--train-steps``: the committed demo model is trained for a few minutes on a generated chat
+corpus (scripts/train_demo.py), so that it ends its turns and calls offered tools.
 
 Needs the build-time packages in requirements-build.txt (torch, transformers, onnx, ...).
 
-    python scripts/build_model.py --shape demo --out models/demo-llama
+    python scripts/build_model.py --shape demo-chat --train-steps 1000 --seed 1 \\
+        --out models/demo-llama
     python scripts/build_model.py --shape smollm2-135m --precision int4 --out /tmp/bench
     python scripts/build_model.py --arch gemma2 --out tests/models/gemma2
 """
@@ -20,12 +22,17 @@ Needs the build-time packages in requirements-build.txt (torch, transformers, on
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 # Llama-shaped configs. "demo" is small enough to commit (< 1 MB); the other two match
 # public models' shapes for realistic speed measurements.
@@ -38,6 +45,17 @@ SHAPES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 2,
         "vocab_size": 1024,
         "max_position_embeddings": 2048,
+    },
+    # The committed demo model (models/demo-llama): trained (--train-steps), a 32k context so
+    # agents' long prompts fit (its KV cache costs 1 KiB a token: 32 MiB at 32k).
+    "demo-chat": {
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1024,
+        "max_position_embeddings": 32768,
     },
     "smollm2-135m": {
         "hidden_size": 576,
@@ -239,11 +257,28 @@ def make_hf_folder(
 
 
 def build(
-    shape: str, precision: str, out: Path, seed: int, init_range: float, arch: str = "llama"
+    shape: str,
+    precision: str,
+    out: Path,
+    seed: int,
+    init_range: float,
+    arch: str = "llama",
+    train_steps: int = 0,
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = Path(tmp) / "hf"
-        make_hf_folder(hf_dir, shape, seed, init_range, arch)
+        record = None
+        if train_steps:
+            from scripts.train_demo import make_trained_hf_folder
+
+            if arch != "llama":
+                raise SystemExit("--train-steps trains the Llama demo model only")
+            record = make_trained_hf_folder(
+                hf_dir, dict(SHAPES[shape]), CHAT_TEMPLATE, SPECIAL_TOKENS,
+                seed=seed, steps=train_steps,
+            )  # fmt: skip
+        else:
+            make_hf_folder(hf_dir, shape, seed, init_range, arch)
 
         out.mkdir(parents=True, exist_ok=True)
         extra = ["int4_accuracy_level=4"] if precision == "int4" else []
@@ -254,6 +289,13 @@ def build(
         # transformers/llama.cpp need them); the committed demo model does not.
         if os.environ.get("KEEP_HF_DIR"):
             shutil.copytree(hf_dir, out / "hf", dirs_exist_ok=True)
+    if record is not None:
+        from scripts.train_demo import check
+
+        record["check"] = check(out, CHAT_TEMPLATE, seed)
+        text = json.dumps(record, indent=1)
+        (out / "training.json").write_text(text + "\n")
+        print("training record (also in training.json):\n" + text)
 
 
 def main() -> None:
@@ -276,8 +318,19 @@ def main() -> None:
         default=0.2,
         help="std of the random weights; wider than HF's 0.02 so greedy output varies",
     )
+    ap.add_argument(
+        "--train-steps",
+        type=int,
+        default=0,
+        help="train the model this many steps on the generated chat corpus (scripts/train_demo.py)"
+        " instead of leaving its weights random; the demo model: --shape demo-chat"
+        " --train-steps N",
+    )
     args = ap.parse_args()
-    build(args.shape, args.precision, args.out, args.seed, args.init_range, args.arch)
+    build(
+        args.shape, args.precision, args.out, args.seed, args.init_range, args.arch,
+        args.train_steps,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -28,6 +28,10 @@ from app_onnx_genai import create_app  # noqa: E402
 from schemas.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
 
 TIERS = ("unit", "model", "live")
+# The demo model's context length (genai_config.json), which refusal messages name.
+DEMO_CONTEXT = int(
+    json.loads((DEMO_MODEL_DIR / "genai_config.json").read_text())["model"]["context_length"]
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -101,10 +105,18 @@ class DirectGenerator:
             self.tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
         )
 
-    def greedy(self, prompt: str, max_new_tokens: int) -> tuple[str, list[int]]:
+    def greedy(
+        self, prompt: str, max_new_tokens: int, min_new_tokens: int = 0
+    ) -> tuple[str, list[int]]:
+        """Greedy tokens up to EOS or ``max_new_tokens``; EOS is masked for the first
+        ``min_new_tokens`` (og's ``min_length``), as a request's ``min_tokens`` does."""
         ids = self.tokenizer.encode(prompt)
         params = self.og.GeneratorParams(self.model)
-        params.set_search_options(max_length=len(ids) + max_new_tokens, do_sample=False)
+        params.set_search_options(
+            max_length=len(ids) + max_new_tokens,
+            min_length=len(ids) + min_new_tokens,
+            do_sample=False,
+        )
         gen = self.og.Generator(self.model, params)
         gen.append_tokens(ids)
         stream = self.tokenizer.create_stream()

@@ -14,6 +14,7 @@ import pytest
 
 from bench.server import ROOT, clean_env, live_server
 from schemas.settings import env_names
+from tests.conftest import DEMO_CONTEXT
 
 pytestmark = pytest.mark.live
 
@@ -80,7 +81,7 @@ def test_invalid_setting() -> None:
 
 def test_max_length_beyond_context() -> None:
     proc = run_main(GENAI_MAX_LENGTH="100000")
-    assert_clean_failure(proc, "GENAI_MAX_LENGTH=100000", "2048")
+    assert_clean_failure(proc, "GENAI_MAX_LENGTH=100000", str(DEMO_CONTEXT))
 
 
 def test_help_lists_every_setting_and_starts_nothing() -> None:

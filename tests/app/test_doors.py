@@ -32,7 +32,7 @@ from tests.conftest import DirectGenerator, make_client, parse_sse, wait_ready
 pytestmark = pytest.mark.model
 
 MESSAGES = [{"role": "user", "content": "Name three rivers and a mountain."}]
-ENDS_BY_ITSELF = [{"role": "user", "content": "Name a wind."}]  # greedy: EOS after 21 tokens
+ENDS_BY_ITSELF = [{"role": "user", "content": "Name a wind."}]  # the oracle checks it ends
 EOS = 2  # the demo model's eos_token_id
 
 
@@ -365,10 +365,11 @@ def assert_all_timed_out(outcomes: dict[str, Outcome], full: str) -> None:
 
 
 def test_max_tokens_reached(doors: Doors, oracle: DirectGenerator) -> None:
-    text, tokens = oracle.greedy(doors.prompt_text, 12)
-    assert len(tokens) == 12, "the oracle stopped early; pick another prompt"
-    outcomes = through_every_door(doors, {"temperature": 0, "max_tokens": 12})
-    assert_agree(outcomes, Outcome(text, "length", 12))
+    # A cap shorter than the demo model's answers: Anthropic's doors take no min_tokens.
+    text, tokens = oracle.greedy(doors.prompt_text, 4)
+    assert len(tokens) == 4, "the oracle stopped early; pick another prompt"
+    outcomes = through_every_door(doors, {"temperature": 0, "max_tokens": 4})
+    assert_agree(outcomes, Outcome(text, "length", 4))
 
 
 def test_a_stop_string(doors: Doors, oracle: DirectGenerator) -> None:
@@ -414,11 +415,9 @@ def test_a_timeout_mid_answer_is_an_error_after_what_was_streamed(
     )
     with open_doors(oracle, request_timeout=0.05) as d:
         outcomes = through_every_door(d, req)
-        # Without min_tokens: this answer has no EOS for hundreds of tokens (it would end as a
-        # stop, not a timeout, and the assertion below would say so).
-        for name in ANTHROPIC:
-            outcomes[name] = DOORS[name](d, {"temperature": 0, "max_tokens": 1900})
-    assert set(outcomes) == set(DOORS)
+    # Anthropic's doors take no min_tokens, and the demo model ends its turns long before a
+    # timeout: their timeout mid-stream is checked over a fake handle (tests/routes/).
+    assert set(outcomes) == set(DOORS) - set(ANTHROPIC)
     assert_all_timed_out(outcomes, full)
     streamed = [o.text for o in outcomes.values() if o.text]
     assert streamed, "no stream showed anything before the timeout; the test proves little"

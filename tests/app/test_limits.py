@@ -56,6 +56,6 @@ def test_a_bad_content_length_is_a_400(small: TestClient) -> None:
 def test_a_prompt_longer_than_any_context_is_refused_by_length(
     client: TestClient, path: str
 ) -> None:
-    body = {"messages": [{"role": "user", "content": "a" * 200_000}], "max_tokens": 2}
+    body = {"messages": [{"role": "user", "content": "a" * 4_000_000}], "max_tokens": 2}
     err = assert_error(client.post(path, json=body), 400, "messages")
     assert err["code"] == "context_length_exceeded" and "characters" in err["message"]

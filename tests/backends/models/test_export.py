@@ -16,6 +16,7 @@ import pytest
 import backends.models.export as export
 from main_genai import main
 from schemas.settings import REPO_ROOT
+from tests.conftest import DEMO_CONTEXT
 
 pytestmark = pytest.mark.unit
 
@@ -142,7 +143,7 @@ def test_export_stages_command_and_serve_hint(
     ):  # fmt: skip
         assert f"[{n}/4] {text}" in err
     assert "Reading decoder layer 0" in err  # the builder's own progress
-    assert "Done in" in err and "llama model, context 2048" in err
+    assert "Done in" in err and f"llama model, context {DEMO_CONTEXT}" in err
     assert f"python main_genai.py --model-dir {out} --device cpu" in stdout
     command = fake_builder[0]
     assert command[1:3] == ["-m", "onnxruntime_genai.models.builder"]

@@ -8,6 +8,7 @@ import pytest
 
 from backends.errors import StartupError
 from backends.models.folder import inspect_model_folder
+from tests.conftest import DEMO_CONTEXT
 
 pytestmark = pytest.mark.unit
 
@@ -21,7 +22,7 @@ def model_copy(tmp_path: Path, demo_model_dir: Path) -> Path:
 
 def test_demo_folder_is_valid(demo_model_dir: Path) -> None:
     folder = inspect_model_folder(demo_model_dir)
-    assert folder.context_length == 2048
+    assert folder.context_length == DEMO_CONTEXT
     assert folder.model_type == "llama"
     assert "default" in folder.chat_templates
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from schemas.settings import REPO_ROOT
 
 pytestmark = pytest.mark.model
 
@@ -89,14 +89,12 @@ def test_lora_weights_are_overridable_and_adapters_match_them() -> None:
         assert all(v.any() for v in values.values())  # non-zero A and B
 
 
-def test_without_adapter_equals_plain_demo_model(lora: tuple[Any, Any, Any]) -> None:
-    import onnxruntime_genai as og
-
+def test_without_adapter_equals_the_plain_export(lora: tuple[Any, Any, Any]) -> None:
+    # expected.json's base is the plain (LoRA-free) export of the same untrained weights
+    # (`build_model.py --shape demo`), which build_adapter.py ran and compared when it built
+    # the folder; models/demo-llama is now a trained model, no longer those weights.
     model, tokenizer, _ = lora
-    base = [greedy(model, tokenizer, p) for p in PROMPTS]
-    assert base == EXPECTED["base"]
-    plain = og.Model(str(DEMO_MODEL_DIR))
-    assert [greedy(plain, og.Tokenizer(plain), p) for p in PROMPTS] == base
+    assert [greedy(model, tokenizer, p) for p in PROMPTS] == EXPECTED["base"]
 
 
 @pytest.mark.parametrize("name", ADAPTERS)

@@ -19,6 +19,7 @@ from backends.models.variants import (
     find_variant_folders,
     folder_candidate,
 )
+from tests.conftest import DEMO_CONTEXT
 
 pytestmark = pytest.mark.unit
 
@@ -65,7 +66,7 @@ def test_the_variant_for_the_provider(repo: Path, provider: str, expected: str) 
     assert folder.path == repo / expected
     assert folder.source == repo
     assert folder.origin.startswith(f"variant {expected}")
-    assert folder.context_length == 2048
+    assert folder.context_length == DEMO_CONTEXT
 
 
 def test_the_choice_is_logged_with_its_reason(repo: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import METRIC_KEYS, DirectGenerator, assert_error, parse_sse
+from tests.conftest import DEMO_CONTEXT, METRIC_KEYS, DirectGenerator, assert_error, parse_sse
 
 pytestmark = pytest.mark.model
 
@@ -132,18 +132,19 @@ def test_malformed_json_is_a_400(client: TestClient, path) -> None:
 
 @pytest.mark.parametrize("path", ["/v1/chat", "/v1/chat/stream"])
 def test_prompt_longer_than_context_is_a_400_with_counts(client: TestClient, path) -> None:
-    long_text = "river mountain " * 2000  # well over the demo model's 2048-token context
+    long_text = "river mountain " * DEMO_CONTEXT  # well over the demo model's context
     resp = client.post(path, json={"messages": [{"role": "user", "content": long_text}]})
     err = assert_error(resp, 400)
     assert err["code"] == "context_length_exceeded"
-    assert "2048" in err["message"]
-    assert any(ch.isdigit() for ch in err["message"].replace("2048", ""))
+    assert str(DEMO_CONTEXT) in err["message"]
+    assert any(ch.isdigit() for ch in err["message"].replace(str(DEMO_CONTEXT), ""))
 
 
 def test_max_tokens_beyond_context_is_a_400(client: TestClient) -> None:
-    resp = client.post("/v1/chat", json={"messages": MESSAGES, "max_tokens": 5000})
+    too_many = DEMO_CONTEXT + 1000
+    resp = client.post("/v1/chat", json={"messages": MESSAGES, "max_tokens": too_many})
     err = assert_error(resp, 400, "max_tokens")
-    assert "5000" in err["message"] and "2048" in err["message"]
+    assert str(too_many) in err["message"] and str(DEMO_CONTEXT) in err["message"]
 
 
 def test_unknown_model_is_a_404(client: TestClient) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import DirectGenerator
+from tests.conftest import DEMO_CONTEXT, DirectGenerator
 
 pytestmark = pytest.mark.model
 
@@ -19,7 +19,7 @@ def test_generate_continues_the_raw_prompt(client: TestClient, oracle: DirectGen
     assert resp.json() == {
         "generated_text": expected,
         "tokens_generated": len(tokens),
-        "finish_reason": "length",
+        "finish_reason": "length" if len(tokens) == 12 else "stop",
     }
 
 
@@ -51,7 +51,7 @@ def test_generate_bad_input_is_a_400(client: TestClient, body, param) -> None:
 
 
 def test_generate_context_overflow_is_a_400_naming_its_own_field(client: TestClient) -> None:
-    resp = client.post("/generate", json={"prompt": PROMPT, "max_new_tokens": 5000})
+    resp = client.post("/generate", json={"prompt": PROMPT, "max_new_tokens": DEMO_CONTEXT + 1000})
     assert resp.status_code == 400
     error = resp.json()["error"]
     assert error["code"] == "context_length_exceeded" and error["param"] == "max_new_tokens"

@@ -54,9 +54,11 @@ def chat_stream_text(chunks: list[dict], index: int = 0) -> str:
     )
 
 
-def spanning_stop(oracle: DirectGenerator, prompt: str, n: int) -> tuple[str, str]:
+def spanning_stop(
+    oracle: DirectGenerator, prompt: str, n: int, min_new_tokens: int = 0
+) -> tuple[str, str]:
     """A stop string that spans two generated tokens, and the text expected before it."""
-    text, tokens = oracle.greedy(prompt, n)
+    text, tokens = oracle.greedy(prompt, n, min_new_tokens)
     pieces = [oracle.tokenizer.decode([t]) for t in tokens]
     offset = 0
     for a, b in zip(pieces, pieces[1:], strict=False):

@@ -9,11 +9,7 @@ import math
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import (
-    METRIC_KEYS,
-    DirectGenerator,
-    assert_error,
-)
+from tests.conftest import DEMO_CONTEXT, METRIC_KEYS, DirectGenerator, assert_error
 from tests.routes.openai.helpers import (
     BOOL_SCHEMA,
     MESSAGES,
@@ -40,7 +36,8 @@ def test_chat_completion_shape_and_greedy_text(client: TestClient, oracle: Direc
     assert choice["index"] == 0
     assert choice["message"]["role"] == "assistant"
     assert choice["message"]["content"] == expected
-    assert choice["finish_reason"] == "length"
+    # The model may end its turn first; the oracle says which.
+    assert choice["finish_reason"] == ("length" if len(tokens) == 24 else "stop")
     assert choice["logprobs"] is None
     prompt_tokens = len(oracle.tokenizer.encode(oracle.chat_prompt(MESSAGES)))
     usage = body["usage"]
@@ -60,7 +57,7 @@ def test_max_completion_tokens_is_max_tokens(client: TestClient) -> None:
 
 
 def test_chat_stream_chunks(client: TestClient) -> None:
-    req = {"messages": MESSAGES, "temperature": 0, "max_tokens": 16}
+    req = {"messages": MESSAGES, "temperature": 0, "max_tokens": 16, "min_tokens": 16}
     whole = chat(client, **req)["choices"][0]["message"]["content"]
     chunks = stream(client, "/v1/chat/completions", req)
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
@@ -185,10 +182,10 @@ def test_json_schema_output_parses_and_matches(client: TestClient) -> None:
 
 
 def test_json_object_output_is_an_object(client: TestClient) -> None:
-    # Any object is allowed, so a random model may write one endless key; those that end parse.
+    # Any object is allowed, so a model may write one endless key; those that end parse.
     finished = 0
-    for seed in range(1, 6):
-        req = {"max_tokens": 60, "seed": seed, "response_format": {"type": "json_object"}}
+    for seed in range(1, 11):
+        req = {"max_tokens": 200, "seed": seed, "response_format": {"type": "json_object"}}
         [choice] = chat(client, **req)["choices"]
         assert choice["message"]["content"].startswith("{")
         if choice["finish_reason"] == "stop":
@@ -292,14 +289,15 @@ def test_image_parts_say_why(client: TestClient) -> None:
 
 @pytest.mark.parametrize("stream_", [False, True])
 def test_context_overflow_is_a_400_with_counts(client: TestClient, stream_) -> None:
-    long_text = "river mountain " * 2000
+    long_text = "river mountain " * DEMO_CONTEXT
     resp = client.post(
         "/v1/chat/completions",
         json={"messages": [{"role": "user", "content": long_text}], "stream": stream_},
     )
     err = assert_error(resp, 400)
     assert err["code"] == "context_length_exceeded"
-    assert "2048" in err["message"]
-    resp = client.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 5000})
+    assert str(DEMO_CONTEXT) in err["message"]
+    too_many = DEMO_CONTEXT + 1000
+    resp = client.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": too_many})
     err = assert_error(resp, 400, "max_tokens")
-    assert "5000" in err["message"]
+    assert str(too_many) in err["message"]

@@ -16,6 +16,7 @@ from openai.types.chat import (
 )
 
 from bench.server import live_server
+from tests.conftest import DEMO_CONTEXT
 
 pytestmark = pytest.mark.live
 
@@ -52,6 +53,7 @@ def test_chat_completion_and_its_stream_agree(api: OpenAI) -> None:
         messages=MESSAGES,
         temperature=0,
         max_tokens=16,
+        extra_body={"min_tokens": 16},  # the demo model would end its turn sooner
     )
     assert done.object == "chat.completion"
     assert done.choices[0].finish_reason == "length"
@@ -66,6 +68,7 @@ def test_chat_completion_and_its_stream_agree(api: OpenAI) -> None:
             messages=MESSAGES,
             temperature=0,
             max_tokens=16,
+            extra_body={"min_tokens": 16},
             stream=True,
             stream_options={"include_usage": True},
         )
@@ -95,11 +98,15 @@ def test_completion_and_its_stream_agree(api: OpenAI) -> None:
 
 
 def test_stop_is_cut_and_reported(api: OpenAI) -> None:
-    full = api.completions.create(model=MODEL, prompt=PROMPT, temperature=0, max_tokens=20)
+    # min_tokens: the demo model would end this raw text after a token or two.
+    more = {"min_tokens": 20}
+    full = api.completions.create(
+        model=MODEL, prompt=PROMPT, temperature=0, max_tokens=20, extra_body=more
+    )
     text = full.choices[0].text
     stop = text[5:8]
     cut = api.completions.create(
-        model=MODEL, prompt=PROMPT, temperature=0, max_tokens=20, stop=[stop]
+        model=MODEL, prompt=PROMPT, temperature=0, max_tokens=20, stop=[stop], extra_body=more
     )
     assert cut.choices[0].text == text[: text.find(stop)]
     assert cut.choices[0].finish_reason == "stop"
@@ -126,6 +133,7 @@ def test_logprobs(api: OpenAI) -> None:
         max_tokens=5,
         logprobs=True,
         top_logprobs=2,
+        extra_body={"min_tokens": 5},
     )
     logprobs = resp.choices[0].logprobs
     assert logprobs is not None and logprobs.content is not None
@@ -134,7 +142,12 @@ def test_logprobs(api: OpenAI) -> None:
         assert entry.logprob <= 0 and len(entry.top_logprobs) == 2
         assert entry.top_logprobs[0].token == entry.token
     comp = api.completions.create(
-        model=MODEL, prompt=PROMPT, temperature=0, max_tokens=4, logprobs=1
+        model=MODEL,
+        prompt=PROMPT,
+        temperature=0,
+        max_tokens=4,
+        logprobs=1,
+        extra_body={"min_tokens": 4},
     )
     assert comp.choices[0].logprobs is not None
     assert len(comp.choices[0].logprobs.tokens or []) == 4
@@ -171,7 +184,7 @@ def test_errors_map_to_client_exceptions(api: OpenAI, base_url: str) -> None:
         )
     assert "functions" in str(bad.value)
     with pytest.raises(openai.BadRequestError, match="context"):
-        api.completions.create(model=MODEL, prompt=PROMPT, max_tokens=5000)
+        api.completions.create(model=MODEL, prompt=PROMPT, max_tokens=DEMO_CONTEXT + 1000)
     with pytest.raises(openai.NotFoundError):
         api.chat.completions.create(model="gpt-9", messages=MESSAGES)
     wrong = OpenAI(base_url=base_url, api_key="wrong", max_retries=0)
@@ -254,6 +267,30 @@ def test_a_forced_tool_call_round_trip(api: OpenAI) -> None:
         temperature=0,
     )
     assert answer.choices[0].message.content
+
+
+def test_the_demo_model_ends_its_turn_and_calls_an_offered_tool(api: OpenAI) -> None:
+    # No min_tokens, no forced call: what the trained demo model does by itself, greedy.
+    done = api.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Hello!"}],
+        temperature=0,
+        max_tokens=200,
+    )
+    assert done.choices[0].finish_reason == "stop" and done.choices[0].message.content
+    assert done.usage is not None and done.usage.completion_tokens < 200
+    called = api.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER],
+        temperature=0,
+        max_tokens=200,
+    )
+    choice = called.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    [call] = choice.message.tool_calls or []
+    assert isinstance(call, ChatCompletionMessageFunctionToolCall) and call.function.name
+    assert isinstance(json.loads(call.function.arguments), dict)
 
 
 def test_langchain_binds_tools_and_gets_a_parsed_call(base_url: str) -> None:

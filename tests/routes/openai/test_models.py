@@ -15,7 +15,7 @@ from backends.errors import StartupError
 from backends.models.loader import LoadedModel
 from schemas.models_file import model_fields
 from schemas.settings import DEMO_MODEL_DIR, Settings
-from tests.conftest import assert_error
+from tests.conftest import DEMO_CONTEXT, assert_error
 from tests.routes.openai.helpers import MESSAGES, PROMPT
 
 pytestmark = pytest.mark.model
@@ -26,7 +26,7 @@ def test_models_list_and_get(client: TestClient) -> None:
     assert listing["object"] == "list"
     [card] = listing["data"]
     assert card["id"] == "onnx-genai" and card["object"] == "model"
-    assert card["max_model_len"] == card["context_length"] == 2048
+    assert card["max_model_len"] == card["context_length"] == DEMO_CONTEXT
     assert client.get("/v1/models/onnx-genai").json() == card
     assert assert_error(client.get("/v1/models/gpt-9"), 404)["code"] == "model_not_found"
 

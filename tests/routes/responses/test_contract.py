@@ -52,7 +52,10 @@ def api() -> Iterator[OpenAI]:
 
 
 def test_a_response_and_its_stream_agree(api: OpenAI) -> None:
-    done = api.responses.create(model=MODEL, input=ASK, temperature=0, max_output_tokens=12)
+    more = {"min_tokens": 12}  # the demo model would end its turn before the limit
+    done = api.responses.create(
+        model=MODEL, input=ASK, temperature=0, max_output_tokens=12, extra_body=more
+    )
     assert done.object == "response" and done.id.startswith("resp_")
     assert done.status == "incomplete"
     assert done.incomplete_details is not None
@@ -64,7 +67,12 @@ def test_a_response_and_its_stream_agree(api: OpenAI) -> None:
 
     events = list(
         api.responses.create(
-            model=MODEL, input=ASK, temperature=0, max_output_tokens=12, stream=True
+            model=MODEL,
+            input=ASK,
+            temperature=0,
+            max_output_tokens=12,
+            stream=True,
+            extra_body=more,
         )
     )
     assert isinstance(events[0], ResponseCreatedEvent)

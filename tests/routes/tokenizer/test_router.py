@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import DirectGenerator, assert_error
+from tests.conftest import DEMO_CONTEXT, DirectGenerator, assert_error
 
 pytestmark = pytest.mark.model
 
@@ -15,7 +15,7 @@ MESSAGES = [{"role": "user", "content": "Name three rivers."}]
 def test_tokenize_text_and_chat(client: TestClient, oracle: DirectGenerator) -> None:
     text = client.post("/tokenize", json={"prompt": "Once upon a time"}).json()
     assert text["tokens"] == [int(t) for t in oracle.tokenizer.encode("Once upon a time")]
-    assert text["count"] == len(text["tokens"]) and text["max_model_len"] == 2048
+    assert text["count"] == len(text["tokens"]) and text["max_model_len"] == DEMO_CONTEXT
     chat = client.post("/tokenize", json={"messages": MESSAGES}).json()
     rendered = oracle.chat_prompt(MESSAGES)
     assert chat["tokens"] == [int(t) for t in oracle.tokenizer.encode(rendered)]
@@ -34,9 +34,11 @@ def test_detokenize_round_trips(client: TestClient) -> None:
 def test_detokenize_keeps_text_after_a_partial_byte_token(
     client: TestClient, oracle: DirectGenerator
 ) -> None:
-    # Token 132 is a byte of a multi-byte character: og's Tokenizer.decode of this sequence
+    # The first byte of a two-byte character alone: og's Tokenizer.decode of such a sequence
     # stopped there (a silent truncation); the route decodes as generation does, by stream.
-    ids = [793, 31, 437, 132, 612, 685, 808, 492]
+    encode = oracle.tokenizer.encode
+    [first_byte, _] = encode("é")
+    ids = [*map(int, encode("The river")), int(first_byte), *map(int, encode(" is a model"))]
     stream = oracle.tokenizer.create_stream()
     expected = "".join(stream.decode(i) for i in ids)
     got = client.post("/detokenize", json={"tokens": ids}).json()["prompt"]

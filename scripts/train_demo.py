@@ -1,0 +1,266 @@
+"""The demo model's short training run: a seeded corpus (scripts/demo_corpus.py), a BPE tokenizer
+trained on it, then a few minutes of AdamW on 2 CPU cores, loss on the replies only.
+
+Deterministic for a seed on one machine (torch's deterministic algorithms, fixed thread count,
+no time-based stopping); another CPU kind may differ in the last bits of the floats.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from scripts.demo_corpus import corpus
+
+TRAIN_CONVERSATIONS = 12000
+HELD_OUT_SEED_OFFSET = 1_000_003  # the check's prompts come from another stream of the corpus
+MAX_TOKENS = 400  # longer examples (a few long chats) are dropped
+PROMPT_WEIGHT = 0.1  # prompt tokens teach the language a little; the replies are the task
+
+
+def renderer(template: str) -> Any:
+    """The chat template rendered as Hugging Face's apply_chat_template (and the server) do."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = lambda v, indent=None: json.dumps(v, ensure_ascii=False, indent=indent)
+    compiled = env.from_string(template)
+
+    def render(messages: list[dict[str, Any]], tools: Any) -> str:
+        return compiled.render(messages=messages, tools=tools, add_generation_prompt=True)
+
+    return render
+
+
+def encode_pairs(tok: Any, pairs: list[tuple[str, str]]) -> list[tuple[list[int], int]]:
+    """Each pair as (ids, where the reply starts); prompt and reply tokenized apart, as the
+    server tokenizes a prompt and the model then writes the reply."""
+    out = []
+    for prompt, reply in pairs:
+        p = tok.encode(prompt, add_special_tokens=False)
+        r = tok.encode(reply, add_special_tokens=False)
+        if len(p) + len(r) <= MAX_TOKENS:
+            out.append((p + r, len(p)))
+    return out
+
+
+def _batches(data: list[tuple[list[int], int]], batch: int, rng: random.Random) -> list[list[int]]:
+    """Index batches of similar lengths (less padding), in a seeded order."""
+    order = sorted(range(len(data)), key=lambda i: (len(data[i][0]), i))
+    groups = [order[i : i + batch] for i in range(0, len(order), batch)]
+    rng.shuffle(groups)
+    return groups
+
+
+def train(
+    model: Any,
+    data: list[tuple[list[int], int]],
+    *,
+    steps: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    pad_id: int,
+    log_every: int = 50,
+) -> dict[str, Any]:
+    """Train in place; returns the loss curve: the replies' mean token loss per ``log_every``
+    steps (prompt tokens count too, with weight PROMPT_WEIGHT, but are not in the curve)."""
+    import torch
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(2)
+    torch.use_deterministic_algorithms(True)
+    rng = random.Random(seed)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
+    warmup = max(1, steps // 20)
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / (steps - warmup)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    groups: list[list[int]] = []
+    curve: list[tuple[int, float]] = []
+    window: list[float] = []
+    start = time.monotonic()
+    for step in range(steps):
+        if not groups:
+            groups = _batches(data, batch, rng)
+        idx = groups.pop()
+        width = max(len(data[i][0]) for i in idx)
+        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+        weight = torch.zeros((len(idx), width))
+        reply = torch.zeros((len(idx), width))
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for row, i in enumerate(idx):
+            seq, reply_at = data[i]
+            ids[row, : len(seq)] = torch.tensor(seq)
+            mask[row, : len(seq)] = 1
+            weight[row, 1 : len(seq)] = PROMPT_WEIGHT
+            weight[row, reply_at : len(seq)] = 1.0
+            reply[row, reply_at : len(seq)] = 1.0
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+        nll = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+        ).view(ids.shape[0], -1)
+        w, r = weight[:, 1:], reply[:, 1:]
+        total = (nll * w).sum() / w.sum()
+        loss = (nll.detach() * r).sum() / r.sum()  # what is logged: the replies' loss
+        opt.zero_grad(set_to_none=True)
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        window.append(float(loss))
+        if (step + 1) % log_every == 0 or step + 1 == steps:
+            curve.append((step + 1, round(sum(window) / len(window), 4)))
+            window = []
+            print(
+                f"  step {step + 1:5d}/{steps}  loss {curve[-1][1]:.4f}  "
+                f"{time.monotonic() - start:6.1f} s",
+                flush=True,
+            )
+    model.eval()
+    return {"curve": curve, "seconds": round(time.monotonic() - start, 1)}
+
+
+def write_training_tokenizer(
+    template: str, vocab_size: int, seed: int, out_dir: Path, special: list[str]
+) -> None:
+    """A byte-level BPE trained on the corpus's texts (prompts and replies), with the template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    pairs = corpus(renderer(template), 3000, seed)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator([p + r for p, r in pairs], trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
+    fast.chat_template = template
+    fast.save_pretrained(out_dir)
+
+
+def held_out(template: str, seed: int, n: int) -> list[tuple[str, str]]:
+    return corpus(renderer(template), n, seed + HELD_OUT_SEED_OFFSET)
+
+
+def make_trained_hf_folder(
+    hf_dir: Path,
+    params: dict[str, int],
+    template: str,
+    special: list[str],
+    *,
+    seed: int,
+    steps: int,
+    batch: int = 8,
+    lr: float = 5e-3,
+) -> dict[str, Any]:
+    """Tokenizer, model and training: the builder's input in ``hf_dir``. Returns the record of
+    the run (seed, steps, loss curve, seconds)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    write_training_tokenizer(template, params["vocab_size"], seed, hf_dir, special)
+    tok = AutoTokenizer.from_pretrained(hf_dir)
+    data = encode_pairs(tok, corpus(renderer(template), TRAIN_CONVERSATIONS, seed))
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        **{**params, "vocab_size": len(tok)},
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    model = LlamaForCausalLM(config)
+    print(
+        f"training: {sum(p.numel() for p in model.parameters()):,} parameters, "
+        f"{len(data):,} conversations, {steps} steps of {batch}, seed {seed}",
+        flush=True,
+    )
+    run = train(model, data, steps=steps, batch=batch, lr=lr, seed=seed, pad_id=tok.pad_token_id)
+    model.save_pretrained(hf_dir)
+    tok.save_pretrained(hf_dir)
+    return {
+        "seed": seed,
+        "steps": steps,
+        "batch": batch,
+        "lr": lr,
+        "conversations": len(data),
+        "train_seconds": run["seconds"],
+        "total_seconds": round(time.monotonic() - started, 1),
+        "loss_curve": run["curve"],
+        "final_loss": run["curve"][-1][1],
+    }
+
+
+def check(folder: Path, template: str, seed: int, n: int = 200) -> dict[str, Any]:
+    """The exported model, greedy through og.Generator, on held-out conversations: how many
+    replies end with the end-of-turn token; of the turns that ask for a tool, how many replies are
+    a parseable call, name the expected tool, and are exactly the expected call."""
+    import onnxruntime_genai as og
+
+    model = og.Model(str(folder))
+    tok = og.Tokenizer(model)
+    eos = 2  # <|im_end|>
+    ended = calls = calls_ok = exact = parsed = named = 0
+    for prompt, want in held_out(template, seed, n):
+        ids = tok.encode(prompt)
+        params = og.GeneratorParams(model)
+        params.set_search_options(do_sample=False, max_length=len(ids) + 96)
+        gen = og.Generator(model, params)
+        gen.append_tokens(ids)
+        out: list[int] = []
+        while not gen.is_done():
+            gen.generate_next_token()
+            out.append(int(gen.get_next_tokens()[0]))
+        ended += out[-1] == eos
+        text = tok.decode([t for t in out if t != eos])
+        exact += text + "<|im_end|>" == want
+        if want.startswith("<tool_call>"):
+            calls += 1
+            call, expected = _call(text), _call(want.removesuffix("<|im_end|>"))
+            parsed += isinstance(call, dict) and isinstance(call.get("arguments"), dict)
+            named += isinstance(call, dict) and call.get("name") == expected["name"]
+            calls_ok += call == expected
+    return {
+        "held_out": n,
+        "ended": ended,
+        "exact": exact,
+        "calls": calls,
+        "calls_parsed": parsed,
+        "calls_named": named,
+        "calls_right": calls_ok,
+    }
+
+
+def _call(text: str) -> Any:
+    """The JSON object of a ``<tool_call>`` block, or None."""
+    inner = text.strip().removeprefix("<tool_call>").removesuffix("</tool_call>")
+    try:
+        return json.loads(inner)
+    except ValueError:
+        return None
