@@ -46,8 +46,9 @@ SHAPES: dict[str, dict[str, int]] = {
         "vocab_size": 1024,
         "max_position_embeddings": 2048,
     },
-    # The committed demo model (models/demo-llama): trained (--train-steps), a 32k context so
-    # agents' long prompts fit (its KV cache costs 1 KiB a token: 32 MiB at 32k).
+    # The committed demo model (models/demo-llama): trained (--train-steps), a 64k context so
+    # agents' long prompts fit, Claude Code's default one included (about 57k tokens with this
+    # tokenizer); its KV cache costs 1 KiB a token: 64 MiB at 64k.
     "demo-chat": {
         "hidden_size": 128,
         "intermediate_size": 256,
@@ -55,7 +56,7 @@ SHAPES: dict[str, dict[str, int]] = {
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "vocab_size": 1024,
-        "max_position_embeddings": 32768,
+        "max_position_embeddings": 65536,
     },
     "smollm2-135m": {
         "hidden_size": 576,
