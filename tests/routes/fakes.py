@@ -151,7 +151,7 @@ class FakeService:
 
 class FakeModels:
     """The model registry, as the routes use it: ``submit`` answers with ``handle`` and keeps
-    the core request it was given; ``get`` gives the one :class:`FakeService`."""
+    the core request it was given; ``get`` and ``generator`` give the one :class:`FakeService`."""
 
     def __init__(self, handle: FakeHandle) -> None:
         self.handle = handle
@@ -159,6 +159,9 @@ class FakeModels:
         self.service = FakeService()
 
     def get(self, name: str | None) -> FakeService:
+        return self.service
+
+    def generator(self, name: str | None) -> FakeService:
         return self.service
 
     async def submit(self, request: GenerationRequest) -> FakeHandle:

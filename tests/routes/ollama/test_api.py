@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import make_client, wait_ready
+from tests.conftest import DEMO_CONTEXT, make_client, wait_ready
 
 pytestmark = pytest.mark.model
 
@@ -211,19 +211,19 @@ def test_tags_show_and_ps_describe_the_served_model(client: TestClient) -> None:
     assert listed["name"] == listed["model"] == MODEL
     details = listed["details"]
     assert details["family"] == "llama" and details["format"] == "onnx"
-    assert (details["parameter_size"], details["quantization_level"]) == ("139.6K", "Q4")
+    assert (details["parameter_size"], details["quantization_level"]) == ("426.6K", "Q4")
     assert listed["size"] > 200_000 and len(listed["digest"]) == 64
 
     show = client.post("/api/show", json={"model": MODEL}).json()
     assert show["details"] == details
     assert show["capabilities"] == ["completion", "tools"]
-    assert show["model_info"]["llama.context_length"] == 2048
-    assert show["model_info"]["general.parameter_count"] == 139_584
+    assert show["model_info"]["llama.context_length"] == DEMO_CONTEXT
+    assert show["model_info"]["general.parameter_count"] == 426_624
     assert "<|im_start|>" in show["template"]
     assert client.post("/api/show", json={"name": MODEL}).json() == show
 
     [running] = client.get("/api/ps").json()["models"]
-    assert running["name"] == MODEL and running["context_length"] == 2048
+    assert running["name"] == MODEL and running["context_length"] == DEMO_CONTEXT
     assert running["size_vram"] == 0 and running["details"] == details
 
     assert client.get("/api/version").json()["version"].count(".") == 2
