@@ -20,7 +20,7 @@ from backends.errors import ContextLengthExceeded
 from backends.models.loader import LoadedModel, load_model
 from backends.types import SamplingParams
 from schemas.settings import DEMO_MODEL_DIR
-from tests.backends.engine.test_scheduler import run
+from tests.backends.engine.helpers import run
 
 pytestmark = pytest.mark.model
 

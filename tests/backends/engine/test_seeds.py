@@ -13,7 +13,7 @@ import pytest
 
 from backends.core.handle import Result
 from backends.core.service import InferenceService
-from tests.backends.engine.test_scheduler import FULL, config, request, run, user
+from tests.backends.engine.helpers import FULL, config, request, run, user
 
 pytestmark = pytest.mark.model
 

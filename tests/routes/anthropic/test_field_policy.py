@@ -14,7 +14,7 @@ from backends.types import Usage
 from routes.anthropic import serving
 from schemas.anthropic import MessagesRequest
 from tests.conftest import make_client, wait_ready
-from tests.routes.anthropic.test_messages import ASK, MODEL, WEATHER, fold, post, stream
+from tests.routes.anthropic.helpers import ASK, MODEL, WEATHER, fold, post, stream
 from tests.routes.fakes import FakeHandle, end, run, said
 
 pytestmark = pytest.mark.model

@@ -1,6 +1,6 @@
 """The Responses door's field policy (docs/api/field-policy.md): each accepted and mapped field,
 namespace tools and hosted tools, on the real demo model. What it refuses is in
-test_responses.py (``test_requests_that_cannot_be_honoured_are_400_naming_the_field``)."""
+test_responses_errors.py (``test_requests_that_cannot_be_honoured_are_400_naming_the_field``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from routes.responses import serving
 from routes.responses.builder import ResponseBuilder
 from schemas.responses import ResponsesRequest
 from tests.conftest import assert_error
-from tests.routes.responses.test_responses import (
+from tests.routes.responses.helpers import (
     ASK,
     TIME,
     WEATHER,

@@ -14,7 +14,7 @@ import pytest
 from backends.core.service import InferenceService
 from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.backends.engine.batch.test_strategy import batch_config, greedy
-from tests.backends.engine.test_scheduler import run, text
+from tests.backends.engine.helpers import run, text
 
 pytestmark = pytest.mark.model
 

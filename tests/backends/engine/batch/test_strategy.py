@@ -19,7 +19,7 @@ from backends.core.handle import Result
 from backends.core.service import InferenceService
 from backends.engine.profiling import ProfileWindow
 from schemas.settings import DEMO_MODEL_DIR
-from tests.backends.engine.test_scheduler import request, run, text, user
+from tests.backends.engine.helpers import request, run, text, user
 
 pytestmark = pytest.mark.model
 
