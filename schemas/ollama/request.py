@@ -26,6 +26,18 @@ DEFAULT_TOP_P = 0.9
 _DURATION = re.compile(r"^-?(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$|^-?\d+$")
 
 
+KeepAlive = str | float | int | None
+
+
+def check_duration(value: KeepAlive) -> KeepAlive:
+    """``keep_alive`` as Ollama reads it: a Go duration or seconds."""
+    if isinstance(value, str) and not _DURATION.match(value.strip()):
+        raise PydanticCustomError(
+            "duration", 'must be a duration such as "5m", "1h" or "-1", or seconds'
+        )
+    return value
+
+
 def _refuse(why: str) -> PydanticCustomError:
     return PydanticCustomError("unsupported", "not supported: {why}", {"why": why})
 
@@ -167,7 +179,7 @@ class GenerateFields(RequestModel):
     )
     options: OllamaOptions | None = None
     stream: bool = Field(True, description="Newline-delimited JSON objects; false: one object.")
-    keep_alive: str | float | int | None = Field(
+    keep_alive: KeepAlive = Field(
         None,
         description="Accepted, no effect: models stay loaded until unloaded with the admin "
         "routes or the server stops.",
@@ -185,12 +197,8 @@ class GenerateFields(RequestModel):
 
     @field_validator("keep_alive")
     @classmethod
-    def _duration(cls, value: str | float | int | None) -> str | float | int | None:
-        if isinstance(value, str) and not _DURATION.match(value.strip()):
-            raise PydanticCustomError(
-                "duration", 'must be a duration such as "5m", "1h" or "-1", or seconds'
-            )
-        return value
+    def _duration(cls, value: KeepAlive) -> KeepAlive:
+        return check_duration(value)
 
     @field_validator("truncate", "shift")
     @classmethod
