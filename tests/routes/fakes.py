@@ -158,7 +158,10 @@ class FakeModels:
         self.submitted: list[GenerationRequest] = []
         self.service = FakeService()
 
-    def get(self, name: str | None) -> FakeService:
+    def get(self, name: str | None, kind: str | None = None) -> FakeService:
+        return self.service
+
+    def generator(self, name: str | None) -> FakeService:
         return self.service
 
     async def submit(self, request: GenerationRequest) -> FakeHandle:
