@@ -76,6 +76,7 @@ def _generator(model: ServedModel, service: InferenceService) -> _Entry | None:
         "completion",
         *(["tools"] if found.tools is not None else []),
         *(["thinking"] if found.reasoning is not None else []),
+        *(["vision"] if "image" in (service.modalities or ()) else []),
     ]
     return _Entry(
         summary,

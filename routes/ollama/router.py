@@ -15,6 +15,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import PlainTextResponse
 
 from routes.door.answer import answer_lines
+from routes.door.media import load_media
 from routes.http.cancellation import unless_disconnected
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.ndjson import MEDIA_TYPE, NdjsonResponse
@@ -80,7 +81,8 @@ async def chat(
     await _checked(body, models)
     if not body.messages:
         return serving.loaded_chat(body.model)
-    handle = await models.submit(serving.chat_request(body, request_id(request)))
+    chat = await load_media(request, serving.chat_request(body, request_id(request)))
+    handle = await models.submit(chat)
     return await answer_lines(request, serving.CHAT, handle, body, stream=body.stream)
 
 
@@ -95,9 +97,10 @@ async def generate(
     body: GenerateRequest, models: ModelsDep, request: Request
 ) -> OllamaGenerateResponse | NdjsonResponse:
     await _checked(body, models)
-    if not body.prompt:
+    if not body.prompt and not body.images:
         return serving.loaded_generate(body.model)
-    handle = await models.submit(serving.generate_request(body, request_id(request)))
+    completion = await load_media(request, serving.generate_request(body, request_id(request)))
+    handle = await models.submit(completion)
     return await answer_lines(request, serving.GENERATE, handle, body, stream=body.stream)
 
 

@@ -1,5 +1,6 @@
-"""Contract: real clients (openai, ollama, ...) of embeddings and reranking against a live server process serving a
-chat model, an embedder, a reranker and a decoder embedder from one models file."""
+"""Contract: real clients (openai, ollama, ...) of embeddings and reranking against a live
+server process serving a chat model, an embedder, a reranker and a decoder embedder from one
+models file."""
 
 from __future__ import annotations
 

@@ -86,7 +86,8 @@ def test_the_legacy_route_gives_one_prompts_vector(client: TestClient) -> None:
 
 
 def test_empty_input_loads_and_embeds_nothing(client: TestClient) -> None:
-    for empty in ("", []):
+    empties: list[str | list[str]] = ["", []]
+    for empty in empties:
         body = post(client, "/api/embed", model="embedder", input=empty)
         assert body["embeddings"] == [] and body["model"] == "embedder"
 
