@@ -183,9 +183,9 @@ def test_system_and_raw_change_what_the_model_reads(client: TestClient) -> None:
 def test_num_ctx_up_to_the_models_context_is_accepted_beyond_it_refused(
     client: TestClient,
 ) -> None:
-    assert chat(client, options={**GREEDY, "num_ctx": 2048})["eval_count"] == 8
+    assert chat(client, options={**GREEDY, "num_ctx": 32768})["eval_count"] == 8
     resp = client.post(
-        "/api/chat", json={"model": MODEL, "messages": ASK, "options": {"num_ctx": 4096}}
+        "/api/chat", json={"model": MODEL, "messages": ASK, "options": {"num_ctx": 32769}}
     )
     assert resp.status_code == 400 and "options.num_ctx" in resp.json()["error"]
 
@@ -211,19 +211,19 @@ def test_tags_show_and_ps_describe_the_served_model(client: TestClient) -> None:
     assert listed["name"] == listed["model"] == MODEL
     details = listed["details"]
     assert details["family"] == "llama" and details["format"] == "onnx"
-    assert (details["parameter_size"], details["quantization_level"]) == ("139.6K", "Q4")
+    assert (details["parameter_size"], details["quantization_level"]) == ("426.6K", "Q4")
     assert listed["size"] > 200_000 and len(listed["digest"]) == 64
 
     show = client.post("/api/show", json={"model": MODEL}).json()
     assert show["details"] == details
     assert show["capabilities"] == ["completion", "tools"]
-    assert show["model_info"]["llama.context_length"] == 2048
-    assert show["model_info"]["general.parameter_count"] == 139_584
+    assert show["model_info"]["llama.context_length"] == 32768
+    assert show["model_info"]["general.parameter_count"] == 426_624
     assert "<|im_start|>" in show["template"]
     assert client.post("/api/show", json={"name": MODEL}).json() == show
 
     [running] = client.get("/api/ps").json()["models"]
-    assert running["name"] == MODEL and running["context_length"] == 2048
+    assert running["name"] == MODEL and running["context_length"] == 32768
     assert running["size_vram"] == 0 and running["details"] == details
 
     assert client.get("/api/version").json()["version"].count(".") == 2

@@ -59,9 +59,9 @@ def test_list_show_and_ps(api: ollama.Client) -> None:
     assert listed.details.family == "llama" and listed.details.quantization_level == "Q4"
     shown = api.show(MODEL)
     assert shown.capabilities == ["completion", "tools"]
-    assert shown.modelinfo is not None and shown.modelinfo["llama.context_length"] == 2048
+    assert shown.modelinfo is not None and shown.modelinfo["llama.context_length"] == 32768
     [running] = api.ps().models
-    assert running.model == MODEL and running.context_length == 2048
+    assert running.model == MODEL and running.context_length == 32768
 
 
 def test_chat_whole_and_streamed_agree_with_durations_that_add_up(api: ollama.Client) -> None:
