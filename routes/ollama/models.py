@@ -14,7 +14,7 @@ from typing import Any
 from backends.core.encoder_service import EncoderService
 from backends.core.registry import ModelRegistry, ServedModel
 from backends.core.service import InferenceService
-from backends.errors import NotReady
+from backends.errors import InvalidRequest, NotReady
 from backends.models.folder import ModelFolder
 from backends.models.summary import (
     FolderSummary,
@@ -197,6 +197,12 @@ def _model_info(folder: ModelFolder, summary: FolderSummary, context: int) -> di
 def show(models: ModelRegistry, name: str) -> ShowResponse:
     model = models.served_model(name)  # a 404 that lists the served models
     entry = _entry(model)
+    if entry is None and model.service.status == "ok":
+        raise InvalidRequest(
+            f"The model {name!r} is a {model.kind} model, which Ollama's API does not describe "
+            "(it serves chat and embedding models).",
+            param="model",
+        )
     if entry is None:
         raise NotReady(f"The model {name!r} is not loaded ({model.service.status}).")
     parameters = f"num_ctx {entry.context}"

@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from schemas.common import RequestModel
 from schemas.ollama.request import KeepAlive, check_duration
 
+# Generation options: an embedding samples nothing, so one that is set is a 400 (clients such
+# as LangChain's OllamaEmbeddings send them all, unset, as null: that is accepted).
+_GENERATION = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "typical_p",
+    "tfs_z",
+    "mirostat",
+    "mirostat_eta",
+    "mirostat_tau",
+    "repeat_last_n",
+    "repeat_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "penalize_newline",
+    "stop",
+    "seed",
+    "num_predict",
+)
+
 
 class EmbedOptions(RequestModel):
-    """The ``options`` an embedding honours: ``num_ctx`` caps an input's tokens (a longer one
-    is cut with ``truncate``, a 400 without); the ones that tune how Ollama loads a model are
-    accepted as no-ops. Sampling options are a 400: an embedding samples nothing."""
+    """The ``options`` an embedding honours: ``num_ctx`` is where ``truncate`` cuts; the ones
+    that tune how Ollama loads a model are accepted as no-ops. Generation options are a 400
+    when set (null is accepted): an embedding samples nothing."""
 
     num_ctx: int | None = Field(
         None, ge=1, description="At most this many tokens an input (and at most the model's)."
@@ -28,6 +53,32 @@ class EmbedOptions(RequestModel):
     use_mmap: bool | None = None
     use_mlock: bool | None = None
     embedding_only: bool | None = None
+    temperature: Any = None
+    top_k: Any = None
+    top_p: Any = None
+    min_p: Any = None
+    typical_p: Any = None
+    tfs_z: Any = None
+    mirostat: Any = None
+    mirostat_eta: Any = None
+    mirostat_tau: Any = None
+    repeat_last_n: Any = None
+    repeat_penalty: Any = None
+    presence_penalty: Any = None
+    frequency_penalty: Any = None
+    penalize_newline: Any = None
+    stop: Any = None
+    seed: Any = None
+    num_predict: Any = None
+
+    @field_validator(*_GENERATION)
+    @classmethod
+    def _unset(cls, value: Any) -> Any:
+        if value is not None:
+            raise PydanticCustomError(
+                "unsupported", "not supported: an embedding samples nothing (null is accepted)"
+            )
+        return value
 
 
 class _EmbedFields(RequestModel):

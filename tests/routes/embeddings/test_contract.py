@@ -174,3 +174,19 @@ def test_ollama_sdk_embed_and_embeddings_give_the_openai_vectors(
     with pytest.raises(ollama.ResponseError) as refused:
         client.embed(model="demo", input="hello")
     assert refused.value.status_code == 400 and "generator" in refused.value.error
+
+
+def test_langchain_ollama_embeddings_give_the_openai_vectors(api: OpenAI, base_url: str) -> None:
+    from langchain_ollama import OllamaEmbeddings
+
+    embedder = OllamaEmbeddings(
+        model="embedder",
+        base_url=base_url,
+        client_kwargs={"headers": {"Authorization": f"Bearer {KEY}"}},
+    )  # sends every generation option as null
+    texts = EMBEDDER["sentences"][:3]
+    got = embedder.embed_documents(texts)
+    want = api.embeddings.create(model="embedder", input=texts, encoding_format="float")
+    for vector, expected in zip(got, want.data, strict=True):
+        assert close(vector, expected.embedding)
+    assert close(embedder.embed_query(texts[0]), want.data[0].embedding)

@@ -144,7 +144,9 @@ def test_bad_bodies_are_400s_in_ollamas_shape(client: TestClient) -> None:
     sampling = error(
         client, "/api/embed", 400, model="embedder", input="x", options={"temperature": 0.5}
     )
-    assert "temperature" in sampling
+    assert "temperature" in sampling and "samples nothing" in sampling
+    unset = {"temperature": None, "top_k": None, "stop": None, "num_thread": 2}
+    assert post(client, "/api/embed", model="embedder", input="x", options=unset)["embeddings"]
     assert "keep_alive" in error(
         client, "/api/embed", 400, model="embedder", input="x", keep_alive="soon"
     )
@@ -172,5 +174,7 @@ def test_listings_show_the_embedder_with_its_capability(client: TestClient) -> N
     assert show["model_info"]["bert.context_length"] == 64
     assert show["details"] == details
     assert post(client, "/api/show", model="demo")["capabilities"][0] == "completion"
+    reranker = error(client, "/api/show", 400, model="reranker")
+    assert "'reranker'" in reranker and "reranker model" in reranker
     running = {m["name"]: m for m in client.get("/api/ps").json()["models"]}
     assert running["embedder"]["context_length"] == 64
