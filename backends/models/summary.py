@@ -25,7 +25,7 @@ class FolderSummary:
     quantization: str  # "Q4", "Q8", "F16", "F32", ... ("unknown" if the graph is unreadable)
     size: int  # bytes of the folder's files
     modified: datetime  # the newest file's modification time, UTC
-    digest: str  # sha256 of genai_config.json, hex
+    digest: str  # sha256 of the folder's config (genai_config.json; config.json for an encoder)
 
 
 def count_parameters(weights: list[Initializer]) -> tuple[int, str]:
@@ -53,11 +53,11 @@ def count_parameters(weights: list[Initializer]) -> tuple[int, str]:
 
 
 @lru_cache(maxsize=64)
-def _summarize(path: Path, decoder: str) -> FolderSummary:
+def _summarize(path: Path, decoder: str, config_name: str = "genai_config.json") -> FolderSummary:
     files = [f for f in path.rglob("*") if f.is_file()]
     size = sum(f.stat().st_size for f in files)
     newest = max((f.stat().st_mtime for f in files), default=0.0)
-    config = path / "genai_config.json"
+    config = path / config_name
     digest = hashlib.sha256(config.read_bytes() if config.is_file() else b"").hexdigest()
     try:
         parameters: int | None
@@ -72,6 +72,11 @@ def summarize(folder: ModelFolder) -> FolderSummary:
     """The folder's summary (read once per folder, then kept)."""
     decoder = folder.config.get("model", {}).get("decoder", {}).get("filename", "model.onnx")
     return _summarize(folder.path, str(decoder))
+
+
+def summarize_encoder(folder: Path, onnx: Path) -> FolderSummary:
+    """An encoder folder's summary (its weights in ``onnx``, its config in config.json)."""
+    return _summarize(folder, str(onnx.relative_to(folder)), "config.json")
 
 
 def parameter_size(parameters: int | None) -> str:

@@ -1,17 +1,27 @@
 """The served models as Ollama lists them: /api/tags, /api/show and /api/ps, each read off the
-loaded model's folder (backends/models/summary.py) and its chat format. A model still loading
+loaded model's folder (backends/models/summary.py) and its chat format; an embedding model
+is listed with the capability "embedding". A model still loading
 (or that failed to load) is not listed; /api/show names it as not loaded."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from backends.core.encoder_service import EncoderService
 from backends.core.registry import ModelRegistry, ServedModel
 from backends.core.service import InferenceService
-from backends.errors import NotReady
+from backends.errors import InvalidRequest, NotReady
 from backends.models.folder import ModelFolder
-from backends.models.summary import FolderSummary, parameter_size, summarize
+from backends.models.summary import (
+    FolderSummary,
+    parameter_size,
+    summarize,
+    summarize_encoder,
+)
 from schemas.ollama import (
     ListedModel,
     ListResponse,
@@ -32,29 +42,20 @@ def _time(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def _loaded(model: ServedModel) -> tuple[ModelFolder, FolderSummary] | None:
-    """A loaded chat model's folder and summary; None for the others (Ollama's API has no
-    speech models, so a Whisper is not listed here)."""
-    if not isinstance(model.service, InferenceService):
-        return None
-    folder = model.service.folder
-    if folder is None or model.service.status != "ok":
-        return None
-    return folder, summarize(folder)
+@dataclass(frozen=True)
+class _Entry:
+    """What the listings say of one loaded model, whatever its kind."""
+
+    summary: FolderSummary
+    details: ModelDetails
+    context: int | None
+    capabilities: list[str]
+    template: str
+    model_info: dict[str, Any]
+    source: str  # the folder's name, for the modelfile
 
 
-def capabilities(model: ServedModel) -> list[str]:
-    assert isinstance(model.service, InferenceService)  # only listed models are shown
-    found = model.service.chat_format
-    return [
-        "completion",
-        *(["tools"] if found.tools is not None else []),
-        *(["thinking"] if found.reasoning is not None else []),
-    ]
-
-
-def details(model: ServedModel, folder: ModelFolder, summary: FolderSummary) -> ModelDetails:
-    family = folder.model_type
+def _details(model: ServedModel, family: str, summary: FolderSummary) -> ModelDetails:
     return ModelDetails(
         parent_model=model.parent or "",
         family=family,
@@ -64,21 +65,90 @@ def details(model: ServedModel, folder: ModelFolder, summary: FolderSummary) -> 
     )
 
 
+def _generator(model: ServedModel, service: InferenceService) -> _Entry | None:
+    folder = service.folder
+    if folder is None:
+        return None
+    summary = summarize(folder)
+    context = model.max_length or folder.context_length
+    found = service.chat_format
+    capabilities = [
+        "completion",
+        *(["tools"] if found.tools is not None else []),
+        *(["thinking"] if found.reasoning is not None else []),
+        *(["vision"] if "image" in (service.modalities or ()) else []),
+    ]
+    return _Entry(
+        summary,
+        _details(model, folder.model_type, summary),
+        context,
+        capabilities,
+        folder.chat_templates.get("default", ""),
+        _model_info(folder, summary, context),
+        folder.path.name,
+    )
+
+
+def _embedder(model: ServedModel, service: EncoderService) -> _Entry | None:
+    spec = service.spec
+    if spec is None or spec.kind != "embedding":  # Ollama's API has no rerankers
+        return None
+    summary = summarize_encoder(spec.folder, spec.onnx_path)
+    config = _read_json(spec.folder / "config.json")
+    family = str(config.get("model_type") or "encoder")
+    info: dict[str, Any] = {
+        "general.architecture": family,
+        "general.parameter_count": summary.parameters,
+        f"{family}.context_length": spec.max_length,
+        f"{family}.embedding_length": service.dimensions,
+        f"{family}.pooling_type": spec.pooling,
+    }
+    return _Entry(
+        summary,
+        _details(model, family, summary),
+        spec.max_length,
+        ["embedding"],
+        "",
+        {k: v for k, v in info.items() if v is not None},
+        spec.folder.name,
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _entry(model: ServedModel) -> _Entry | None:
+    """A loaded chat or embedding model's entry; None for the others (still loading, failed,
+    or a kind Ollama's API has no room for: speech, rerankers)."""
+    service = model.service
+    if service.status != "ok":
+        return None
+    if isinstance(service, InferenceService):
+        return _generator(model, service)
+    if isinstance(service, EncoderService):
+        return _embedder(model, service)
+    return None
+
+
 def tags(models: ModelRegistry) -> ListResponse:
     listed = []
     for model in models.served():
-        loaded = _loaded(model)
-        if loaded is None:
+        entry = _entry(model)
+        if entry is None:
             continue
-        folder, summary = loaded
         listed.append(
             ListedModel(
                 name=model.id,
                 model=model.id,
-                modified_at=_time(summary.modified),
-                size=summary.size,
-                digest=summary.digest,
-                details=details(model, folder, summary),
+                modified_at=_time(entry.summary.modified),
+                size=entry.summary.size,
+                digest=entry.summary.digest,
+                details=entry.details,
             )
         )
     return ListResponse(models=listed)
@@ -87,21 +157,20 @@ def tags(models: ModelRegistry) -> ListResponse:
 def running(models: ModelRegistry) -> ProcessResponse:
     listed = []
     for model in models.served():
-        loaded = _loaded(model)
-        if loaded is None:
+        entry = _entry(model)
+        if entry is None:
             continue
-        folder, summary = loaded
         on_gpu = model.service.device.lower() != "cpu"
         listed.append(
             RunningModel(
                 name=model.id,
                 model=model.id,
-                size=summary.size,
-                digest=summary.digest,
-                details=details(model, folder, summary),
+                size=entry.summary.size,
+                digest=entry.summary.digest,
+                details=entry.details,
                 expires_at=NEVER,
-                size_vram=summary.size if on_gpu else 0,
-                context_length=model.max_length or folder.context_length,
+                size_vram=entry.summary.size if on_gpu else 0,
+                context_length=entry.context or 0,
             )
         )
     return ProcessResponse(models=listed)
@@ -127,22 +196,28 @@ def _model_info(folder: ModelFolder, summary: FolderSummary, context: int) -> di
 
 def show(models: ModelRegistry, name: str) -> ShowResponse:
     model = models.served_model(name)  # a 404 that lists the served models
-    loaded = _loaded(model)
-    if loaded is None:
+    entry = _entry(model)
+    if entry is None and model.service.status == "ok":
+        raise InvalidRequest(
+            f"The model {name!r} is a {model.kind} model, which Ollama's API does not describe "
+            "(it serves chat and embedding models).",
+            param="model",
+        )
+    if entry is None:
         raise NotReady(f"The model {name!r} is not loaded ({model.service.status}).")
-    folder, summary = loaded
-    context = model.max_length or folder.context_length
-    parameters = (
-        f"temperature {DEFAULT_TEMPERATURE}\ntop_k {DEFAULT_TOP_K}\ntop_p {DEFAULT_TOP_P}\n"
-        f"num_ctx {context}"
-    )
+    parameters = f"num_ctx {entry.context}"
+    if "completion" in entry.capabilities:
+        parameters = (
+            f"temperature {DEFAULT_TEMPERATURE}\ntop_k {DEFAULT_TOP_K}\ntop_p {DEFAULT_TOP_P}\n"
+            + parameters
+        )
     return ShowResponse(
-        modelfile=f"# An ONNX Runtime GenAI model folder, served as {model.id!r}.\n"
-        f"FROM {folder.path.name}\n" + "".join(f"PARAMETER {p}\n" for p in parameters.split("\n")),
+        modelfile=f"# An ONNX model folder, served as {model.id!r}.\n"
+        f"FROM {entry.source}\n" + "".join(f"PARAMETER {p}\n" for p in parameters.split("\n")),
         parameters=parameters,
-        template=folder.chat_templates.get("default", ""),
-        details=details(model, folder, summary),
-        model_info=_model_info(folder, summary, context),
-        capabilities=capabilities(model),
-        modified_at=_time(summary.modified),
+        template=entry.template,
+        details=entry.details,
+        model_info=entry.model_info,
+        capabilities=entry.capabilities,
+        modified_at=_time(entry.summary.modified),
     )

@@ -1,5 +1,6 @@
-"""Ollama's native API: /api/chat and /api/generate (JSON lines, streamed by default), the
-model listings (/api/tags, /api/show, /api/ps), /api/version and the liveness check at /.
+"""Ollama's native API: /api/chat and /api/generate (JSON lines, streamed by default),
+/api/embed and /api/embeddings, the model listings (/api/tags, /api/show, /api/ps),
+/api/version and the liveness check at /.
 
 Thin: validate, start the generation (errors here still get their status code), then answer
 one object or JSON lines. The logic lives in routes/ollama/serving.py and models.py; errors on
@@ -14,14 +15,21 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import PlainTextResponse
 
 from routes.door.answer import answer_lines
+from routes.door.media import load_media
+from routes.http.cancellation import unless_disconnected
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.ndjson import MEDIA_TYPE, NdjsonResponse
 from routes.http.request_ids import request_id
+from routes.ollama import embed as embedding
 from routes.ollama import models as listing
 from routes.ollama import serving
 from routes.ollama.errors import NotHere, OllamaErrors
 from schemas.ollama import (
     ChatRequest,
+    EmbeddingsRequest,
+    EmbeddingsResponse,
+    EmbedRequest,
+    EmbedResponse,
     GenerateFields,
     GenerateRequest,
     ListResponse,
@@ -73,7 +81,8 @@ async def chat(
     await _checked(body, models)
     if not body.messages:
         return serving.loaded_chat(body.model)
-    handle = await models.submit(serving.chat_request(body, request_id(request)))
+    chat = await load_media(request, serving.chat_request(body, request_id(request)))
+    handle = await models.submit(chat)
     return await answer_lines(request, serving.CHAT, handle, body, stream=body.stream)
 
 
@@ -88,10 +97,28 @@ async def generate(
     body: GenerateRequest, models: ModelsDep, request: Request
 ) -> OllamaGenerateResponse | NdjsonResponse:
     await _checked(body, models)
-    if not body.prompt:
+    if not body.prompt and not body.images:
         return serving.loaded_generate(body.model)
-    handle = await models.submit(serving.generate_request(body, request_id(request)))
+    completion = await load_media(request, serving.generate_request(body, request_id(request)))
+    handle = await models.submit(completion)
     return await answer_lines(request, serving.GENERATE, handle, body, stream=body.stream)
+
+
+@router.post("/embed", response_model=EmbedResponse, responses=ERRORS, summary="Embed (Ollama)")
+async def embed(body: EmbedRequest, models: ModelsDep, request: Request) -> EmbedResponse:
+    """Embeddings of a text or texts from an embedding model (L2-normalised), cut to fit
+    unless ``truncate`` is false."""
+    work = embedding.embed(body, models, request_id(request))
+    return await unless_disconnected(request, work)
+
+
+@router.post("/embeddings", response_model=EmbeddingsResponse, responses=ERRORS)
+async def embeddings(
+    body: EmbeddingsRequest, models: ModelsDep, request: Request
+) -> EmbeddingsResponse:
+    """The older embedding route: one prompt's vector (superseded by /api/embed)."""
+    work = embedding.embeddings(body, models, request_id(request))
+    return await unless_disconnected(request, work)
 
 
 @router.get("/tags", response_model=ListResponse, responses={401: ERRORS[401]})

@@ -18,7 +18,7 @@ from typing import Any
 from backends.core.handle import RequestHandle
 from backends.core.request import ChatPrompt, GenerationRequest, Prompt, TextPrompt
 from backends.errors import GenerationFailed, InvalidRequest
-from backends.types import ChoiceFinish, GeneratedToken
+from backends.types import ChoiceFinish, GeneratedToken, ImageSource
 from routes.door.answer import Door, Lines
 from routes.door.blocks import BlockEvent, Closed, OutputBlocks
 from routes.door.convert import finish_reason, sampling_params, totals
@@ -32,11 +32,13 @@ from schemas.ollama import (
     GenerateFields,
     GenerateRequest,
     Logprob,
+    Message,
     OllamaChatResponse,
     OllamaGenerateResponse,
     TokenLogprob,
     ToolCall,
 )
+from schemas.ollama.request import image_url
 
 # The core's names for the fields an error may be about → the client's.
 _PARAMS = {
@@ -90,10 +92,18 @@ def _request(
 
 
 def chat_request(body: ChatRequest, request_id: str) -> GenerationRequest:
+    """The chat; its messages' images become the prompt's image sources, in order, named by
+    where the client put them (``messages.0.images.1``), for the door to load."""
+    images = [
+        ImageSource(f"messages.{i}.images.{j}", url=image_url(data))
+        for i, m in enumerate(body.messages)
+        for j, data in enumerate(m.images or ())
+    ]
     prompt = ChatPrompt(
         [m.as_template_message() for m in body.messages],
         [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None,
         body.template_args,
+        images,
     )
     return _request(body, prompt, request_id, body.tool_choice)
 
@@ -102,8 +112,10 @@ def generate_request(body: GenerateRequest, request_id: str) -> GenerationReques
     if body.raw:
         return _request(body, TextPrompt(body.prompt), request_id)
     system = [{"role": "system", "content": body.system}] if body.system else []
-    messages = [*system, {"role": "user", "content": body.prompt}]
-    return _request(body, ChatPrompt(messages, None, body.template_args), request_id)
+    user = Message(role="user", content=body.prompt, images=body.images)
+    messages = [*system, user.as_template_message()]
+    images = [ImageSource(f"images.{j}", url=image_url(d)) for j, d in enumerate(body.images or ())]
+    return _request(body, ChatPrompt(messages, None, body.template_args, images), request_id)
 
 
 # ---- what the handle reports -------------------------------------------------------------------

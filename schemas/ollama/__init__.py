@@ -1,6 +1,12 @@
 """Ollama's native API: the request bodies (request.py) and what the server answers
-(response.py)."""
+(response.py), and the embedding routes' (embed.py)."""
 
+from schemas.ollama.embed import (
+    EmbeddingsRequest,
+    EmbeddingsResponse,
+    EmbedRequest,
+    EmbedResponse,
+)
 from schemas.ollama.request import (
     ChatRequest,
     GenerateFields,
@@ -37,6 +43,10 @@ __all__ = [
     "OllamaChatResponse",
     "DoneReason",
     "Durations",
+    "EmbedRequest",
+    "EmbedResponse",
+    "EmbeddingsRequest",
+    "EmbeddingsResponse",
     "GenerateFields",
     "GenerateRequest",
     "OllamaGenerateResponse",

@@ -26,6 +26,18 @@ DEFAULT_TOP_P = 0.9
 _DURATION = re.compile(r"^-?(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$|^-?\d+$")
 
 
+KeepAlive = str | float | int | None
+
+
+def check_duration(value: KeepAlive) -> KeepAlive:
+    """``keep_alive`` as Ollama reads it: a Go duration or seconds."""
+    if isinstance(value, str) and not _DURATION.match(value.strip()):
+        raise PydanticCustomError(
+            "duration", 'must be a duration such as "5m", "1h" or "-1", or seconds'
+        )
+    return value
+
+
 def _refuse(why: str) -> PydanticCustomError:
     return PydanticCustomError("unsupported", "not supported: {why}", {"why": why})
 
@@ -153,10 +165,15 @@ class OllamaOptions(RequestModel):
 
 
 # ---- the request fields both generating routes share -------------------------------------
-def _images(value: list[str] | None) -> list[str] | None:
-    if value:
-        raise _refuse("the served models read text only")
-    return value
+IMAGES_DOC = (
+    "Base64 images (a data: URL is taken too), for a model that reads images (/api/show lists "
+    '"vision"); a text-only model answers a 400 naming the model and the modality.'
+)
+
+
+def image_url(data: str) -> str:
+    """An Ollama image (base64, no prefix) as the data: URL the shared media loader reads."""
+    return data if data.startswith("data:") else f"data:;base64,{data}"
 
 
 class GenerateFields(RequestModel):
@@ -167,7 +184,7 @@ class GenerateFields(RequestModel):
     )
     options: OllamaOptions | None = None
     stream: bool = Field(True, description="Newline-delimited JSON objects; false: one object.")
-    keep_alive: str | float | int | None = Field(
+    keep_alive: KeepAlive = Field(
         None,
         description="Accepted, no effect: models stay loaded until unloaded with the admin "
         "routes or the server stops.",
@@ -185,12 +202,8 @@ class GenerateFields(RequestModel):
 
     @field_validator("keep_alive")
     @classmethod
-    def _duration(cls, value: str | float | int | None) -> str | float | int | None:
-        if isinstance(value, str) and not _DURATION.match(value.strip()):
-            raise PydanticCustomError(
-                "duration", 'must be a duration such as "5m", "1h" or "-1", or seconds'
-            )
-        return value
+    def _duration(cls, value: KeepAlive) -> KeepAlive:
+        return check_duration(value)
 
     @field_validator("truncate", "shift")
     @classmethod
@@ -240,7 +253,7 @@ class Message(RequestModel):
     thinking: str | None = Field(
         None, description="Accepted; not shown to the model (templates drop old thinking)."
     )
-    images: list[str] | None = Field(None, description="Refused: no served model takes images.")
+    images: list[str] | None = Field(None, description=IMAGES_DOC)
     tool_calls: list[ToolCall] | None = None
     tool_name: str | None = Field(None, description="On a tool turn: the tool that ran.")
     tool_call_id: str | None = None
@@ -250,13 +263,14 @@ class Message(RequestModel):
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value  # as Ollama reads it
 
-    @field_validator("images")
-    @classmethod
-    def _no_images(cls, value: list[str] | None) -> list[str] | None:
-        return _images(value)
-
     def as_template_message(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        """The turn as chat templates take it; with images, content parts: the images first,
+        then the text (Ollama attaches a message's images to it, not to a place in its text)."""
+        content: str | list[dict[str, str]] = self.content
+        if self.images:
+            text = [{"type": "text", "text": self.content}] if self.content else []
+            content = [{"type": "image"} for _ in self.images] + text
+        message: dict[str, Any] = {"role": self.role, "content": content}
         if self.tool_calls:
             message["tool_calls"] = [
                 {
@@ -303,15 +317,10 @@ class GenerateRequest(GenerateFields):
     prompt: str = Field("", description="Empty: nothing is generated (Ollama's load call).")
     system: str | None = Field(None, description="The system turn (not with `raw`).")
     raw: bool = Field(False, description="The prompt as it is, without the chat template.")
-    images: list[str] | None = Field(None, description="Refused: no served model takes images.")
+    images: list[str] | None = Field(None, description=IMAGES_DOC + " Not with `raw`.")
     suffix: str | None = Field(None, description="Refused: no served model does infill.")
     template: str | None = Field(None, description="Refused: the model's own template is used.")
     context: list[int] | None = Field(None, description="Refused: deprecated upstream.")
-
-    @field_validator("images")
-    @classmethod
-    def _no_images(cls, value: list[str] | None) -> list[str] | None:
-        return _images(value)
 
     @field_validator("suffix")
     @classmethod
@@ -339,6 +348,11 @@ class GenerateRequest(GenerateFields):
         if self.raw and self.system:
             raise PydanticCustomError(
                 "raw_system", "system cannot be combined with raw: the prompt is used as it is"
+            )
+        if self.raw and self.images:
+            raise PydanticCustomError(
+                "raw_images",
+                "images cannot be combined with raw: the chat template places the images",
             )
         return self
 

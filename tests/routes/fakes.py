@@ -158,7 +158,7 @@ class FakeModels:
         self.submitted: list[GenerationRequest] = []
         self.service = FakeService()
 
-    def get(self, name: str | None) -> FakeService:
+    def get(self, name: str | None, kind: str | None = None) -> FakeService:
         return self.service
 
     def generator(self, name: str | None) -> FakeService:

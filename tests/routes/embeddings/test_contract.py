@@ -1,5 +1,6 @@
-"""Contract: real clients of embeddings and reranking against a live server process serving a
-chat model, an embedder, a reranker and a decoder embedder from one models file."""
+"""Contract: real clients (openai, ollama, ...) of embeddings and reranking against a live
+server process serving a chat model, an embedder, a reranker and a decoder embedder from one
+models file."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import ollama
 import openai
 import pytest
 from openai import OpenAI
@@ -151,3 +153,40 @@ def test_cohere_shaped_rerank_over_httpx(base_url: str) -> None:
                 assert r["document"]["text"] == RERANKER["documents"][r["index"]]
         bad = client.post("/v1/rerank", json={**body, "documents": []})
         assert bad.status_code == 400 and bad.json()["error"]["param"] == "documents"
+
+
+def test_ollama_sdk_embed_and_embeddings_give_the_openai_vectors(
+    api: OpenAI, base_url: str
+) -> None:
+    client = ollama.Client(host=base_url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+    texts = EMBEDDER["sentences"]
+    want = api.embeddings.create(model="embedder", input=texts, encoding_format="float")
+    got = client.embed(model="embedder", input=texts)
+    for vector, expected in zip(got.embeddings, want.data, strict=True):
+        assert close(list(vector), expected.embedding)
+    assert got.prompt_eval_count == want.usage.prompt_tokens
+    short = client.embed(model="embedder", input=texts[0], dimensions=8, truncate=False)
+    assert len(short.embeddings[0]) == 8
+    legacy = client.embeddings(model="embedder", prompt=texts[0])
+    assert close(list(legacy.embedding), want.data[0].embedding)
+    shown = client.show("embedder")
+    assert shown.capabilities == ["embedding"]
+    with pytest.raises(ollama.ResponseError) as refused:
+        client.embed(model="demo", input="hello")
+    assert refused.value.status_code == 400 and "generator" in refused.value.error
+
+
+def test_langchain_ollama_embeddings_give_the_openai_vectors(api: OpenAI, base_url: str) -> None:
+    from langchain_ollama import OllamaEmbeddings
+
+    embedder = OllamaEmbeddings(
+        model="embedder",
+        base_url=base_url,
+        client_kwargs={"headers": {"Authorization": f"Bearer {KEY}"}},
+    )  # sends every generation option as null
+    texts = EMBEDDER["sentences"][:3]
+    got = embedder.embed_documents(texts)
+    want = api.embeddings.create(model="embedder", input=texts, encoding_format="float")
+    for vector, expected in zip(got, want.data, strict=True):
+        assert close(vector, expected.embedding)
+    assert close(embedder.embed_query(texts[0]), want.data[0].embedding)

@@ -183,9 +183,10 @@ def test_system_and_raw_change_what_the_model_reads(client: TestClient) -> None:
 def test_num_ctx_up_to_the_models_context_is_accepted_beyond_it_refused(
     client: TestClient,
 ) -> None:
-    assert chat(client, options={**GREEDY, "num_ctx": 2048})["eval_count"] == 8
+    assert chat(client, options={**GREEDY, "num_ctx": DEMO_CONTEXT})["eval_count"] == 8
     resp = client.post(
-        "/api/chat", json={"model": MODEL, "messages": ASK, "options": {"num_ctx": 4096}}
+        "/api/chat",
+        json={"model": MODEL, "messages": ASK, "options": {"num_ctx": DEMO_CONTEXT + 1}},
     )
     assert resp.status_code == 400 and "options.num_ctx" in resp.json()["error"]
 

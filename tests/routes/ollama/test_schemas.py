@@ -95,7 +95,7 @@ def test_bad_option_values_name_the_option(options: dict[str, Any], fragment: st
         ({"suffix": "return x"}, ("suffix", "fill-in-the-middle")),
         ({"template": "{{ .Prompt }}"}, ("template", "chat template")),
         ({"context": [1, 2, 3]}, ("context", "deprecated")),
-        ({"images": ["aGVsbG8="]}, ("images", "text only")),
+        ({"raw": True, "images": ["aGVsbG8="]}, ("images", "raw")),
         ({"raw": True, "system": "Be brief."}, ("system", "raw")),
         ({"truncate": True}, ("truncate", "never cut")),
         ({"shift": True}, ("shift",)),
@@ -119,7 +119,7 @@ def test_generate_accepts_the_empty_values_clients_send() -> None:
 @pytest.mark.parametrize(
     ("message", "fragments"),
     [
-        ({"role": "user", "content": "x", "images": ["aGVsbG8="]}, ("messages.0.images",)),
+        ({"role": "user", "content": "x", "images": [5]}, ("messages.0.images.0",)),
         ({"role": "robot", "content": "x"}, ("messages.0.role",)),
         ({"role": "user", "content": 5}, ("messages.0.content",)),
         ({"role": "user", "content": "x", "extra": 1}, ("messages.0.extra",)),
