@@ -61,6 +61,13 @@ class RequestResult:
         return (self.e2e - self.ttft) / (self.output_tokens - 1)
 
 
+def refuses_min_tokens(error: str | None) -> bool:
+    """Whether the probe's failure is the server refusing its body (a 400 or 422: the body is
+    valid but for ``min_tokens``), not one that says nothing about the field (a timeout, a 408,
+    a 429 or a 5xx on a starved machine)."""
+    return bool(error) and str(error).startswith(("HTTP 400", "HTTP 422"))
+
+
 @dataclass
 class Client:
     """One target server: base URL, protocol and what it accepts."""
@@ -110,11 +117,16 @@ class Client:
                 self.model = None
         spec = RequestSpec([{"role": "user", "content": "hi"}], 2)
         self.min_tokens = self.protocol == "openai"
-        res = await self.request(http, spec, stream=False)
-        if not res.ok and self.min_tokens:
-            self.min_tokens = False
+        for _ in range(3):
             res = await self.request(http, spec, stream=False)
+            if res.ok:
+                break
+            if self.min_tokens and refuses_min_tokens(res.error):
+                self.min_tokens = False  # the server refused the field: go on without it
+            # else ask again with the same fields, not fewer
         info.update(model=self.model, min_tokens=self.min_tokens, probe_ok=res.ok)
+        if not res.ok:
+            info["probe_error"] = res.error
         return info
 
     async def request(
