@@ -339,7 +339,8 @@ class ServerSettings(BaseSettings):
         "GENAI_RESPONSES_DB",
         "responses_db",
         "A SQLite file for stored Responses (store: true, previous_response_id), kept across "
-        "restarts and shareable by workers and replicas; unset: kept in memory, per process.",
+        "restarts and shared by the processes of one host (on a local disk); unset: kept in "
+        "memory, per process.",
     )
     responses_max: int = _setting(
         1000,

@@ -12,12 +12,13 @@ prefix reuse finds the earlier turn's KV cache (docs/api/responses.md says how f
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from backends.errors import GenAIError, InvalidRequest
+from backends.errors import GenAIError, InvalidRequest, StartupError
 from routes.door import ids
 from routes.responses.store import ResponseStore, StoredResponse, StoreLimits
 from schemas.responses import InputItem, ResponsesRequest, ResponsesResponse
@@ -52,7 +53,10 @@ def open_store(settings: ServerSettings) -> ResponseStore:
         settings.responses_max, int(settings.responses_max_mib * MIB), settings.responses_ttl
     )
     path = settings.responses_db.expanduser() if settings.responses_db else None
-    return ResponseStore(path, limits)
+    try:
+        return ResponseStore(path, limits)
+    except (sqlite3.Error, OSError) as exc:
+        raise StartupError(f"Cannot open GENAI_RESPONSES_DB={path}: {exc}.") from None
 
 
 @dataclass(frozen=True)
