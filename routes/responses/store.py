@@ -19,7 +19,8 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,16 +34,21 @@ CREATE TABLE IF NOT EXISTS responses (
     expires REAL NOT NULL,                  -- seconds since the epoch
     bytes INTEGER NOT NULL,
     body TEXT NOT NULL                      -- {"response": ..., "input": [...]}
-)
-"""
-# Past either bound, the oldest go: every row after the newest that fit.
-_EVICT = """
-DELETE FROM responses WHERE seq IN (
-    SELECT seq FROM (
-        SELECT seq, ROW_NUMBER() OVER newest AS n, SUM(bytes) OVER newest AS total
-        FROM responses WINDOW newest AS (ORDER BY seq DESC)
-    ) WHERE n > ? OR total > ?
-)
+);
+CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires);
+-- The table's count and bytes, kept by triggers: a write never scans the table.
+CREATE TABLE IF NOT EXISTS totals (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    count INTEGER NOT NULL,
+    bytes INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO totals SELECT 1, COUNT(*), COALESCE(SUM(bytes), 0) FROM responses;
+CREATE TRIGGER IF NOT EXISTS responses_added AFTER INSERT ON responses BEGIN
+    UPDATE totals SET count = count + 1, bytes = bytes + NEW.bytes;
+END;
+CREATE TRIGGER IF NOT EXISTS responses_removed AFTER DELETE ON responses BEGIN
+    UPDATE totals SET count = count - 1, bytes = bytes - OLD.bytes;
+END;
 """
 
 
@@ -93,15 +99,19 @@ class ResponseStore:
             check_same_thread=False,
         )
         if path is not None:
+            # WAL: readers never wait for a writer. NORMAL: a write is not synced to the disk
+            # at each commit (a power cut may lose the last few; the file stays whole).
             self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
 
     def put(self, stored: StoredResponse) -> bool:
         """Keep ``stored`` (evicting the oldest past a bound); False when it alone is larger
         than the byte bound, and so is not kept."""
         body = json.dumps({"response": stored.response, "input": stored.input})
         size = len(body.encode())
-        if size > self.limits.max_bytes:
+        limits = self.limits
+        if size > limits.max_bytes:
             log.warning(
                 "response %s not stored: its %d bytes exceed GENAI_RESPONSES_MAX_MIB",
                 stored.id,
@@ -109,16 +119,25 @@ class ResponseStore:
             )
             return False
         now = self._clock()
-        with self._lock:
-            self._write(
-                ("DELETE FROM responses WHERE expires <= ?", (now,)),
-                (
-                    "INSERT OR REPLACE INTO responses (id, expires, bytes, body) "
-                    "VALUES (?, ?, ?, ?)",
-                    (stored.id, now + self.limits.ttl, size, body),
-                ),
-                (_EVICT, (self.limits.max_responses, self.limits.max_bytes)),
+        with self._transaction() as db:
+            db.execute("DELETE FROM responses WHERE expires <= ?", (now,))
+            # (Not INSERT OR REPLACE: a replaced row would not fire the delete trigger.)
+            db.execute("DELETE FROM responses WHERE id = ?", (stored.id,))
+            db.execute(
+                "INSERT INTO responses (id, expires, bytes, body) VALUES (?, ?, ?, ?)",
+                (stored.id, now + limits.ttl, size, body),
             )
+            count, total = db.execute("SELECT count, bytes FROM totals").fetchone()
+            if count <= limits.max_responses and total <= limits.max_bytes:
+                return True
+            # The oldest go until both bounds hold (the newest, just stored, always fits).
+            last, oldest = None, db.execute("SELECT seq, bytes FROM responses ORDER BY seq")
+            for seq, bytes_ in oldest:
+                if count <= limits.max_responses and total <= limits.max_bytes:
+                    break
+                last, count, total = seq, count - 1, total - bytes_
+            oldest.close()
+            db.execute("DELETE FROM responses WHERE seq <= ?", (last,))
         return True
 
     def get(self, response_id: str) -> StoredResponse | None:
@@ -135,33 +154,31 @@ class ResponseStore:
 
     def delete(self, response_id: str) -> bool:
         """Forget the response; False when there was none to forget (unknown or expired)."""
-        with self._lock:
-            cursor = self._write(
-                ("DELETE FROM responses WHERE id = ? AND expires > ?", (response_id, self._clock()))
+        with self._transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM responses WHERE id = ? AND expires > ?", (response_id, self._clock())
             )
-        return cursor.rowcount > 0
+            return cursor.rowcount > 0
 
     def usage(self) -> tuple[int, int]:
         """(responses, bytes) held, expired ones included until the next write."""
         with self._lock:
-            count, size = self._db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM responses"
-            ).fetchone()
+            count, size = self._db.execute("SELECT count, bytes FROM totals").fetchone()
         return int(count), int(size)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> sqlite3.Cursor:
-        """The statements in one transaction; the last one's cursor."""
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for sql, args in statements:
-                cursor = db.execute(sql, args)
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, under the lock (a file's other processes wait for it)."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
             db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return cursor

@@ -4,6 +4,7 @@ survives being closed and opened again."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,23 @@ def test_expired_ones_are_dropped_at_the_next_write() -> None:
     clock.now += 11
     s.put(stored(2))
     assert s.usage()[0] == 1
+
+
+def test_its_totals_follow_every_change() -> None:
+    """Count and bytes are kept by triggers; they must match the rows after a replace, a
+    delete and an eviction."""
+    s = store(count=2)
+    s.put(stored(1, "a" * 50))
+    s.put(stored(1, "b" * 10))  # the same id again: replaced
+    s.put(stored(2))
+    s.put(stored(3))  # evicts 1
+    s.delete("resp_2")
+    rows = s._db.execute("SELECT COUNT(*), SUM(bytes) FROM responses").fetchone()
+    assert (
+        s.usage()
+        == rows
+        == (1, len(json.dumps({"response": stored(3).response, "input": stored(3).input})))
+    )
 
 
 def test_delete_forgets_it_once() -> None:
