@@ -73,12 +73,14 @@ class Turn:
         return [_ITEM.validate_python(item) for item in self.earlier]
 
     async def keep(self, response: ResponsesResponse) -> None:
-        """Store the finished response with its input items (given ids where they had none)."""
+        """Store the finished response with its input items (given ids where they had none);
+        one too large to store says so (``store: false``)."""
         if self.store is None:
             return
         items = [*self.earlier, *(_with_id(item) for item in self.body.input)]
         stored = StoredResponse(response.id, response.model_dump(mode="json", by_alias=True), items)
-        await asyncio.to_thread(self.store.put, stored)
+        if not await asyncio.to_thread(self.store.put, stored):
+            response.store = False
 
 
 async def begin(body: ResponsesRequest, store: ResponseStore) -> Turn:

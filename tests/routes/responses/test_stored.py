@@ -216,6 +216,16 @@ def test_a_response_expires_after_its_time_to_live() -> None:
         assert_error(resp, 400, param="previous_response_id")
 
 
+def test_a_response_too_large_to_store_says_so() -> None:
+    with make_client(responses_max_mib=0.001) as small:  # 1 KiB: one response's JSON is more
+        wait_ready(small)
+        body = create(small, input=TURNS[0], **GREEDY)
+        assert body["store"] is False
+        assert_error(get(small, body["id"]), 404)
+        final = stream(small, input=TURNS[0], **GREEDY)[-1]["response"]
+        assert final["store"] is False
+
+
 def test_a_sqlite_file_keeps_them_across_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "responses.db"
     with make_client(responses_db=db) as before:
