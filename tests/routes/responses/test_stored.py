@@ -6,6 +6,7 @@ survives a restart."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,12 @@ def test_a_chain_through_a_call_and_its_output_is_the_conversation_sent_whole(
     kinds = [i["type"] for i in items["data"]]
     assert kinds == ["message", "function_call", "function_call_output"]
     assert items["data"][1] == call
+    # The template writes the call's arguments back with tojson: when the model wrote them
+    # the same way, the chained prompt continues the calling turn's tokens exactly.
+    if call["arguments"] == json.dumps(json.loads(call["arguments"])):
+        cached = chained["usage"]["input_tokens_details"]["cached_tokens"]
+        usage = called["usage"]
+        assert cached >= usage["input_tokens"] + usage["output_tokens"] - 1
 
 
 def test_the_chained_prompt_continues_the_earlier_turns_tokens(
