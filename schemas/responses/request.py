@@ -63,7 +63,7 @@ _REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
 METADATA_KEYS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
 
 # What ``include`` may ask for. Only reasoning.encrypted_content can concern an item this server
-# makes, and it keeps nothing to encrypt: reasoning items come back without it. The others
+# makes, and it never encrypts them: reasoning items come back without it. The others
 # concern items it never makes (hosted tools' calls, input images).
 Includable = Literal[
     "reasoning.encrypted_content",
