@@ -35,7 +35,7 @@ router = APIRouter(prefix="/v1", tags=["openai"])
 
 
 def get_store(request: Request) -> ResponseStore:
-    """The stored responses (made in the app's lifespan)."""
+    """The stored responses (made by the app factory, closed when its lifespan ends)."""
     store: ResponseStore = request.app.state.responses
     return store
 
