@@ -2,7 +2,8 @@
 
 The models are loaded in the lifespan (never at import), each by its own
 :class:`InferenceService`, all kept in a :class:`ModelRegistry` on ``app.state``; routes reach
-it through the ``ModelsDep`` dependency (routes/http/deps.py).
+it through the ``ModelsDep`` dependency (routes/http/deps.py). The stored Responses
+(routes/responses/store.py) live on ``app.state.responses``, closed when the lifespan ends.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from routes.openai import router as openai
 from routes.ops import admin
 from routes.ops import router as ops
 from routes.responses import router as responses
+from routes.responses.state import open_store
 from routes.tokenizer import router as tokenizer
 from routes.web import mount_page
 from schemas.audio import TranscriptTextDelta, TranscriptTextDone
@@ -61,6 +63,13 @@ STREAM_EVENTS = (
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     models: ModelRegistry = app.state.models
+    server = app.state.settings.server
+    if server.workers > 1 and server.responses_db is None:
+        log.warning(
+            "%d workers each keep their own stored Responses in memory: a previous_response_id "
+            "made by one is unknown to the others; set GENAI_RESPONSES_DB to share them",
+            server.workers,
+        )
 
     async def load() -> None:
         try:
@@ -76,6 +85,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not loading.done():
             loading.cancel()
         await models.stop()
+        app.state.responses.close()
 
 
 def create_app(
@@ -99,6 +109,7 @@ def create_app(
     app.state.settings = settings
     app.state.models = models
     app.state.metrics = metrics
+    app.state.responses = open_store(settings.server)  # closed when the lifespan ends
     install_error_handlers(app)
     app.include_router(native.router)
     app.include_router(ops.router)

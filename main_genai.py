@@ -32,6 +32,7 @@ from backends.models.folder import inspect_model_folder
 from backends.models.loader import check_adapters, import_og, resolve_max_length
 from backends.models.providers import detect_available, select_provider
 from routes.http.slow_clients import server_options
+from routes.responses.state import open_store
 from schemas.cli import parse_args
 from schemas.models_file import served_model_fields
 from schemas.settings import PARTS, Settings, SettingsError, env_name, unknown_env_names
@@ -62,7 +63,10 @@ def warn_unknown_env() -> None:
 
 
 def preflight(settings: Settings) -> None:
-    """Fail fast, before binding a port, on what would make loading fail (every model)."""
+    """Fail fast, before binding a port, on what would make loading fail (every model, the
+    stored Responses' file)."""
+    if settings.server.responses_db is not None:
+        open_store(settings.server).close()
     og = import_og()
     for config in service_configs(served_model_fields(settings), settings.server.limits()):
         model = config.model

@@ -334,6 +334,35 @@ class ServerSettings(BaseSettings):
         "Images one request may carry; more gets 413.",
         ge=1,
     )
+    responses_db: Path | None = _setting(
+        None,
+        "GENAI_RESPONSES_DB",
+        "responses_db",
+        "A SQLite file for stored Responses (store: true, previous_response_id), kept across "
+        "restarts and shared by the processes of one host (on a local disk); unset: kept in "
+        "memory, per process.",
+    )
+    responses_max: int = _setting(
+        1000,
+        "GENAI_RESPONSES_MAX",
+        "responses_max",
+        "Stored Responses kept at most; past it the oldest go first.",
+        ge=1,
+    )
+    responses_max_mib: float = _setting(
+        64.0,
+        "GENAI_RESPONSES_MAX_MIB",
+        "responses_max_mib",
+        "Stored Responses' size at most (their JSON, in MiB); past it the oldest go first.",
+        gt=0,
+    )
+    responses_ttl: float = _setting(
+        86400.0,
+        "GENAI_RESPONSES_TTL",
+        "responses_ttl",
+        "Seconds a stored Response is kept after it was made.",
+        gt=0,
+    )
     profile_dir: Path = _setting(
         Path("profiles"), "GENAI_PROFILE_DIR", "profile_dir", "Where ORT profiles are written."
     )

@@ -45,6 +45,7 @@ DEPLOY = REPO_ROOT / "deploy"
 BASE = DEPLOY / "kubernetes" / "base"
 QUEUE_OVERLAY = DEPLOY / "kubernetes" / "overlays" / "queue-autoscaling"
 QUEUE_COMPONENT = DEPLOY / "kubernetes" / "components" / "queue-autoscaling"
+AFFINITY_OVERLAY = DEPLOY / "kubernetes" / "overlays" / "session-affinity"
 CLOUD_RUN = DEPLOY / "cloudrun" / "service.yaml"
 SECRET_EXAMPLE = BASE / "secret.example.yaml"
 
@@ -95,9 +96,10 @@ def _manifests() -> Iterator[Any]:
     base = kustomize_build(BASE)
     for obj in base:
         yield pytest.param(obj, id=f"base-{obj['kind']}")
-    for obj in kustomize_build(QUEUE_OVERLAY):
-        if obj not in base:  # what the component changed
-            yield pytest.param(obj, id=f"queue-autoscaling-{obj['kind']}")
+    for overlay in (QUEUE_OVERLAY, AFFINITY_OVERLAY):
+        for obj in kustomize_build(overlay):
+            if obj not in base:  # what the component changed
+                yield pytest.param(obj, id=f"{overlay.name}-{obj['kind']}")
     yield pytest.param(load_one(SECRET_EXAMPLE), id="secret-example")
 
 
@@ -282,6 +284,16 @@ def test_queue_autoscaling_adds_the_waiting_metric() -> None:
     assert "<<.GroupBy>>" in rule["metricsQuery"]
 
 
+def test_session_affinity_keeps_a_client_on_one_replica(base: list[Any]) -> None:
+    rendered = kustomize_build(AFFINITY_OVERLAY)
+    changed = [o for o in rendered if o not in base]
+    assert [o["kind"] for o in changed] == ["Service"], "only the Service changes"
+    spec = changed[0]["spec"]
+    assert spec["sessionAffinity"] == "ClientIP"
+    # At least an hour between chained turns, within Kubernetes' maximum.
+    assert 3600 <= spec["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] <= 86400
+
+
 # ---- Cloud Run ------------------------------------------------------------------------------
 
 KNATIVE_SPEC_ONLY = {"containerConcurrency", "timeoutSeconds"}
@@ -291,6 +303,7 @@ CLOUD_RUN_ANNOTATIONS = {
     "run.googleapis.com/cpu-throttling",
     "run.googleapis.com/startup-cpu-boost",
     "run.googleapis.com/execution-environment",
+    "run.googleapis.com/sessionAffinity",
 }
 
 
@@ -324,6 +337,7 @@ def test_cloud_run_knative_fields(knative: dict[str, Any], run_container: dict) 
     high = int(annotations["autoscaling.knative.dev/maxScale"])
     assert 0 <= low <= high
     assert annotations["run.googleapis.com/cpu-throttling"] == "false"
+    assert annotations["run.googleapis.com/sessionAffinity"] == "true"
     spec = template["spec"]
     assert 1 <= spec["timeoutSeconds"] <= 3600
     assert run_container["resources"]["limits"] == {"cpu": "2", "memory": "4Gi"}

@@ -79,6 +79,11 @@ def test_invalid_setting() -> None:
     assert_clean_failure(run_main("--port", "nope"), "Invalid settings", "--port")
 
 
+def test_a_responses_db_that_cannot_be_opened(tmp_path: Path) -> None:
+    proc = run_main(GENAI_RESPONSES_DB=str(tmp_path))  # a folder, not a file
+    assert_clean_failure(proc, "Cannot open GENAI_RESPONSES_DB", str(tmp_path))
+
+
 def test_max_length_beyond_context() -> None:
     proc = run_main(GENAI_MAX_LENGTH="100000")
     assert_clean_failure(proc, "GENAI_MAX_LENGTH=100000", str(DEMO_CONTEXT))

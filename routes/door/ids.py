@@ -14,6 +14,7 @@ RESPONSE = "resp_"
 MESSAGE = "msg_"  # a Responses message item, and an Anthropic message
 REASONING = "rs_"
 FUNCTION_CALL = "fc_"
+FUNCTION_CALL_OUTPUT = "fco_"  # a Responses function_call_output item a client sent unnamed
 TOOL_USE = "toolu_"
 
 _CORE_CALL = "call_"  # how the core's tool call ids start

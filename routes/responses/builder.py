@@ -148,6 +148,8 @@ class ResponseBuilder:
             tools=body.offered_tools,
             max_output_tokens=body.max_output_tokens,
             text=body.text or TextConfig(),
+            previous_response_id=body.previous_response_id,
+            store=body.store is not False,
             user=body.user,
             usage=usage,
             metrics=metrics,
@@ -160,7 +162,7 @@ class ResponseBuilder:
             ResponseInProgressEvent(sequence_number=self._seq(), response=response),
         ]
 
-    def end(self) -> ResponseStreamEvent:
+    def end(self) -> ResponseCompletedEvent | ResponseIncompleteEvent:
         """The stream's last event, once the last piece was fed."""
         response = self.response()
         if response.status == "incomplete":

@@ -1,23 +1,46 @@
-"""OpenAI's Responses API: POST /v1/responses, stateless.
+"""OpenAI's Responses API: POST /v1/responses, and the stored responses: GET and DELETE
+/v1/responses/{id}, GET /v1/responses/{id}/input_items.
 
-Thin: validate, start the generation (errors here still get their status code), then answer
-JSON or SSE. The logic lives in routes/responses/serving.py.
+Thin: validate, resolve the conversation a request continues, start the generation (errors here
+still get their status code), then answer JSON or SSE. The logic lives in
+routes/responses/serving.py and state.py; the store on ``app.state.responses``.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
+from backends.errors import InvalidRequest
 from routes.door.answer import answer
 from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import sse_response_doc
-from routes.responses import serving
-from schemas.responses import RESPONSE_STREAM_EVENTS, ResponsesRequest, ResponsesResponse
+from routes.responses import serving, state
+from routes.responses.store import ResponseStore
+from schemas.errors import ErrorResponse
+from schemas.responses import (
+    RESPONSE_STREAM_EVENTS,
+    InputItemList,
+    ResponseDeleted,
+    ResponsesRequest,
+    ResponsesResponse,
+)
 
 router = APIRouter(prefix="/v1", tags=["openai"])
+
+
+def get_store(request: Request) -> ResponseStore:
+    """The stored responses (made by the app factory, closed when its lifespan ends)."""
+    store: ResponseStore = request.app.state.responses
+    return store
+
+
+StoreDep = Annotated[ResponseStore, Depends(get_store)]
 
 _STREAM = sse_response_doc(
     "A response. With `stream: true`: server-sent events, each `event: <type>` with "
@@ -27,17 +50,75 @@ _STREAM = sse_response_doc(
     "there. No `[DONE]`.",
     *RESPONSE_STREAM_EVENTS,
 )
+_STORED: dict[int | str, dict[str, Any]] = {
+    400: ERROR_RESPONSES[400],
+    401: ERROR_RESPONSES[401],
+    404: {"model": ErrorResponse, "description": "No such response (unknown, expired, deleted)"},
+}
 
 
 @router.post(
     "/responses",
     response_model=ResponsesResponse,
     responses={200: _STREAM, **ERROR_RESPONSES},
-    summary="Create a response (OpenAI Responses API, stateless)",
+    summary="Create a response (OpenAI Responses API)",
 )
 async def create_response(
-    body: ResponsesRequest, models: ModelsDep, request: Request
+    body: ResponsesRequest, models: ModelsDep, store: StoreDep, request: Request
 ) -> ResponsesResponse | EventSourceResponse:
-    responses = await load_media(request, serving.responses_request(body, request_id(request)))
-    handle = await models.submit(responses)
-    return await answer(request, serving.RESPONSES, handle, body, stream=body.stream)
+    turn = await state.begin(body, store)
+    core = serving.responses_request(body, request_id(request), turn.earlier_items())
+    handle = await models.submit(await load_media(request, core))
+    return await answer(request, serving.RESPONSES, handle, turn, stream=body.stream)
+
+
+@router.get(
+    "/responses/{response_id}",
+    response_model=ResponsesResponse,
+    responses=_STORED,
+    summary="A stored response, as it was answered",
+)
+async def retrieve_response(
+    response_id: str,
+    store: StoreDep,
+    stream: Annotated[
+        bool, Query(description="Only false: a stored response is not replayed.")
+    ] = False,
+) -> JSONResponse:
+    if stream:
+        raise InvalidRequest(
+            "not supported: stored responses are not replayed as streams", param="stream"
+        )
+    found = await state.stored(store, response_id)
+    return JSONResponse(found.response)
+
+
+@router.get(
+    "/responses/{response_id}/input_items",
+    response_model=InputItemList,
+    responses=_STORED,
+    summary="A stored response's input items, a page at a time",
+)
+async def list_input_items(
+    response_id: str,
+    store: StoreDep,
+    order: Literal["asc", "desc"] = "desc",
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    after: Annotated[str | None, Query(description="An item id: the page starts after it.")] = None,
+    include: Annotated[
+        list[str] | None, Query(description="Accepted; nothing more to include.")
+    ] = None,
+) -> JSONResponse:
+    found = await state.stored(store, response_id)
+    return JSONResponse(state.page(found.input, order, limit, after))
+
+
+@router.delete(
+    "/responses/{response_id}",
+    response_model=ResponseDeleted,
+    responses=_STORED,
+    summary="Forget a stored response",
+)
+async def delete_response(response_id: str, store: StoreDep) -> ResponseDeleted:
+    await state.delete(store, response_id)
+    return ResponseDeleted(id=response_id)

@@ -1,5 +1,7 @@
-"""OpenAI's Responses API over the core, free of FastAPI: a request body → GenerationRequest, and
-a request handle → the response, whole or streamed (its builder: routes/responses/builder.py).
+"""OpenAI's Responses API over the core, free of FastAPI: a request's turn (its body and the
+stored conversation it continues: routes/responses/state.py) → GenerationRequest, and a request
+handle → the response, whole or streamed (its builder: routes/responses/builder.py), kept in the
+store once it ended.
 
 The tool calls, the model's thinking and the usage totals are the core's; this module only
 renames and reshapes.
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from backends.core.handle import RequestHandle
@@ -18,6 +20,7 @@ from backends.types import ImageSource
 from routes.door.answer import Door, Stream
 from routes.door.convert import sampling_params
 from routes.responses.builder import ResponseBuilder
+from routes.responses.state import Turn
 from schemas.responses import (
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -36,7 +39,11 @@ PARAM_NAMES = {"prompt": "input", "max_tokens": "max_output_tokens", "guidance":
 
 
 # ---- requests ----------------------------------------------------------------------------------
-def responses_request(body: ResponsesRequest, request_id: str) -> GenerationRequest:
+def responses_request(
+    body: ResponsesRequest, request_id: str, earlier: Sequence[Any] = ()
+) -> GenerationRequest:
+    """The core's request for ``body``, after the ``earlier`` items of the conversation it
+    continues (validated input items)."""
     if body.hosted_tools:
         log.info(
             "request %s: hosted tools left out of the prompt (this server cannot run them): %s",
@@ -44,12 +51,13 @@ def responses_request(body: ResponsesRequest, request_id: str) -> GenerationRequ
             ", ".join(body.hosted_tools),
         )
     functions = body.functions
+    items = [*earlier, *body.input]
     return GenerationRequest(
         ChatPrompt(
-            template_messages(body),
+            template_messages(body.instructions, items),
             tools=[template_tool(t) for t in functions] if functions else None,
             template_args=body.template_args,
-            images=image_sources(body),
+            images=image_sources(items, len(earlier)),
         ),
         sampling_params(body, json_schema=body.json_schema),
         max_tokens=body.max_output_tokens,
@@ -63,11 +71,15 @@ def responses_request(body: ResponsesRequest, request_id: str) -> GenerationRequ
     )
 
 
-def image_sources(body: ResponsesRequest) -> list[ImageSource]:
-    """The input's images, in order, named by where the client put them."""
+def image_sources(items: Sequence[Any], earlier: int = 0) -> list[ImageSource]:
+    """The conversation's images, in order, named by where the client put them (the first
+    ``earlier`` items came from ``previous_response_id``)."""
     return [
-        ImageSource(f"input.{i}.content.{j}", url=part.image_url)
-        for i, item in enumerate(body.input)
+        ImageSource(
+            f"input.{i - earlier}.content.{j}" if i >= earlier else "previous_response_id",
+            url=part.image_url,
+        )
+        for i, item in enumerate(items)
         if isinstance(item, InputMessage)
         for j, part in enumerate(item.content)
         if isinstance(part, InputImage)
@@ -80,14 +92,14 @@ def template_tool(tool: FunctionTool) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def template_messages(body: ResponsesRequest) -> list[dict[str, Any]]:
+def template_messages(instructions: str | None, items: Sequence[Any]) -> list[dict[str, Any]]:
     """``instructions`` and the input items as chat messages: calls join the assistant turn
     they belong to (as ``tool_calls``), call outputs are ``tool`` messages, and the model's
     earlier thinking is left out (chat templates drop it from earlier turns)."""
     messages: list[dict[str, Any]] = []
-    if body.instructions is not None:
-        messages.append({"role": "system", "content": body.instructions})
-    for item in body.input:
+    if instructions is not None:
+        messages.append({"role": "system", "content": instructions})
+    for item in items:
         if isinstance(item, InputMessage):
             role = "system" if item.role == "developer" else item.role
             messages.append({"role": role, "content": item.template_content})
@@ -116,30 +128,35 @@ def _template_call(item: FunctionCallItem) -> dict[str, Any]:
 
 
 # ---- whole responses and streams ---------------------------------------------------------------
-async def response(handle: RequestHandle, body: ResponsesRequest) -> ResponsesResponse:
-    builder = ResponseBuilder(handle, body)
+async def response(handle: RequestHandle, turn: Turn) -> ResponsesResponse:
+    builder = ResponseBuilder(handle, turn.body)
     async for piece in handle:
         builder.feed(piece)
-    return builder.response()
+    done = builder.response()
+    await turn.keep(done)
+    return done
 
 
-def response_stream(handle: RequestHandle, body: ResponsesRequest) -> Stream:
+def response_stream(handle: RequestHandle, turn: Turn) -> Stream:
     """The stream (``event: <type>`` each): ``response.created``, ``response.in_progress``, the
-    items' events, then ``response.completed`` (``response.incomplete`` at the token limit). A
-    generation that fails ends it with an ``error`` event instead."""
-    builder = ResponseBuilder(handle, body)
-    return Stream(_payloads(_events(builder, handle)), builder.error_event)
+    items' events, then ``response.completed`` (``response.incomplete`` at the token limit),
+    sent once the response is stored. A generation that fails ends it with an ``error`` event
+    instead, and nothing is stored."""
+    builder = ResponseBuilder(handle, turn.body)
+    return Stream(_payloads(_events(builder, handle, turn)), builder.error_event)
 
 
 async def _events(
-    builder: ResponseBuilder, handle: RequestHandle
+    builder: ResponseBuilder, handle: RequestHandle, turn: Turn
 ) -> AsyncIterator[ResponseStreamEvent]:
     for event in builder.start():
         yield event
     async for piece in handle:
         for event in builder.feed(piece):
             yield event
-    yield builder.end()
+    last = builder.end()
+    await turn.keep(last.response)
+    yield last
 
 
 async def _payloads(events: AsyncIterator[ResponseStreamEvent]) -> AsyncIterator[tuple[str, str]]:

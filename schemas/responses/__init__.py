@@ -63,6 +63,7 @@ from schemas.responses.response import (
     ResponseStreamEvent,
     ResponseUsage,
 )
+from schemas.responses.stored import InputItemList, ResponseDeleted
 
 __all__ = [
     "ContentPart",
@@ -77,6 +78,7 @@ __all__ = [
     "HostedTool",
     "IncompleteDetails",
     "InputItem",
+    "InputItemList",
     "InputMessage",
     "InputImage",
     "InputText",
@@ -102,6 +104,7 @@ __all__ = [
     "ReasoningTextOut",
     "RefusalPart",
     "ResponseCompletedEvent",
+    "ResponseDeleted",
     "ResponseCreatedEvent",
     "ResponseErrorEvent",
     "ResponseInProgressEvent",

@@ -214,7 +214,8 @@ class ReasoningItem(RequestModel):
 _ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
 _ITEM_WHY = (
     "input items are messages, function_call, function_call_output and reasoning "
-    "(this server is stateless: it keeps no items to refer to, and runs no built-in tools)"
+    "(items are not referred to by id: continue a stored response with previous_response_id; "
+    "built-in tools do not run here)"
 )
 
 

@@ -1,4 +1,4 @@
-"""OpenAI's Responses API (POST /v1/responses), stateless: the request body.
+"""OpenAI's Responses API (POST /v1/responses): the request body.
 
 Requests forbid unknown fields. Every field is honoured, accepted and ignored (metadata and
 hints, for a reason), mapped onto what the model has (``reasoning.effort`` to the chat
@@ -40,15 +40,15 @@ from schemas.responses.items import (
 )
 
 # ---- the request -------------------------------------------------------------------------
-_STATELESS = "this server is stateless and keeps no responses"
 _REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "store": (f"{_STATELESS}; send store: false or leave it out", lambda v: v is not True),
-    "previous_response_id": (
-        f"{_STATELESS}; send the whole conversation as input",
+    "conversation": (
+        "this server keeps no conversations; continue a response with previous_response_id",
         lambda v: v is None,
     ),
-    "conversation": (f"{_STATELESS}; send the whole conversation as input", lambda v: v is None),
-    "background": (f"{_STATELESS}, so it cannot run one in the background", lambda v: not v),
+    "background": (
+        "responses run while the request waits, never in the background",
+        lambda v: not v,
+    ),
     "prompt": ("this server keeps no prompt templates", lambda v: v is None),
     "include": (
         "logprobs are not available on /v1/responses",
@@ -63,7 +63,7 @@ _REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
 METADATA_KEYS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
 
 # What ``include`` may ask for. Only reasoning.encrypted_content can concern an item this server
-# makes, and it keeps nothing to encrypt: reasoning items come back without it. The others
+# makes, and it never encrypts them: reasoning items come back without it. The others
 # concern items it never makes (hosted tools' calls, input images).
 Includable = Literal[
     "reasoning.encrypted_content",
@@ -148,9 +148,9 @@ class ResponsesRequest(SamplingFields):
     reasoning: Reasoning | None = Field(None, description="`effort` is mapped; `summary` ignored.")
     include: list[Includable] | None = Field(
         None,
-        description="Accepted; reasoning items never carry `encrypted_content` (nothing is "
-        "kept), the other items named are never made here. `message.output_text.logprobs` "
-        "is refused.",
+        description="Accepted; reasoning items never carry `encrypted_content` (they are "
+        "never encrypted), the other items named are never made here. "
+        "`message.output_text.logprobs` is refused.",
     )
     client_metadata: dict[str, Any] | None = Field(
         None, description="Accepted and ignored (the client's own bookkeeping)."
@@ -158,10 +158,19 @@ class ResponsesRequest(SamplingFields):
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = Field(
         None, description="Accepted and ignored: this server has one service tier."
     )
+    store: bool | None = Field(
+        None,
+        description="Keep the response (default true), for `previous_response_id`, "
+        "`GET /v1/responses/{id}` and its input items; false keeps nothing.",
+    )
+    previous_response_id: str | None = Field(
+        None,
+        min_length=1,
+        description="Continue a stored response: its input and output items come before "
+        "`input` (its `instructions` do not: only this request's apply).",
+    )
     # Declared only to be refused with a reason (see _REFUSED).
-    store: bool | None = Field(None, description="Only false: this server keeps no responses.")
-    previous_response_id: str | None = Field(None, description="Not supported (stateless).")
-    conversation: Any = Field(None, description="Not supported (stateless).")
+    conversation: Any = Field(None, description="Not supported (use previous_response_id).")
     background: bool | None = Field(None, description="Not supported (only false).")
     prompt: Any = Field(None, description="Not supported.")
     truncation: str | None = Field(None, description='Only "disabled": never truncated.')

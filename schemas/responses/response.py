@@ -115,8 +115,12 @@ class ResponsesResponse(BaseModel):
         description="The tools offered to the model: hosted ones are left out."
     )
     max_output_tokens: int | None = None
-    previous_response_id: None = None
-    store: Literal[False] = False
+    previous_response_id: str | None = Field(
+        None, description="The stored response this one continues."
+    )
+    store: bool = Field(
+        True, description="Whether it is kept (GET /v1/responses/{id}, previous_response_id)."
+    )
     background: Literal[False] = False
     text: TextConfig
     truncation: Literal["disabled"] = "disabled"

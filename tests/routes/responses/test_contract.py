@@ -1,6 +1,7 @@
 """Contract: the official ``openai`` client's Responses API (``client.responses``) against a live
 server process (main_genai.py): plain and streamed responses, a function tool called, streamed
-and answered, structured output, and the 400s a stateless server gives."""
+and answered, structured output, and the 400s of what it cannot do. Stored responses:
+test_stored_contract.py."""
 
 from __future__ import annotations
 
@@ -162,12 +163,11 @@ def test_structured_output_parses(api: OpenAI) -> None:
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        ({"store": True}, "store"),
-        ({"previous_response_id": "resp_123"}, "previous_response_id"),
+        ({"conversation": "conv_123"}, "conversation"),
         ({"tools": [{"type": "local_shell"}]}, "tools"),
     ],
 )
-def test_what_a_stateless_server_cannot_do_is_a_bad_request(
+def test_what_this_server_cannot_do_is_a_bad_request(
     api: OpenAI, extra: dict[str, Any], field: str
 ) -> None:
     with pytest.raises(openai.BadRequestError) as bad:

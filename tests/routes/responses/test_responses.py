@@ -44,7 +44,8 @@ def test_a_string_input_is_the_chat_completion_in_responses_shape(client: TestCl
     assert usage["output_tokens_details"] == {"reasoning_tokens": 0}
     assert set(usage["input_tokens_details"]) == {"cached_tokens", "cache_write_tokens"}
     assert set(body["metrics"]) == METRIC_KEYS and body["metrics"]["output_tokens"] == 12
-    assert body["store"] is False and body["error"] is None and body["tools"] == []
+    assert body["store"] is True and body["previous_response_id"] is None
+    assert body["error"] is None and body["tools"] == []
 
 
 def test_the_stream_builds_the_same_response(client: TestClient) -> None:

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.model
 @pytest.mark.parametrize(
     ("extra", "param"),
     [
-        ({"store": True}, "store"),
-        ({"previous_response_id": "resp_1"}, "previous_response_id"),
+        ({"store": "yes"}, "store"),
+        ({"previous_response_id": ""}, "previous_response_id"),
         ({"conversation": "conv_1"}, "conversation"),
         ({"background": True}, "background"),
         ({"include": ["message.output_text.logprobs"]}, "include"),

@@ -15,6 +15,7 @@ from backends.core.handle import ChoiceDelta
 from backends.errors import RequestTimedOut
 from routes.http.sse import sse_events
 from routes.responses import serving
+from routes.responses.state import Turn
 from schemas.responses import ResponsesRequest
 from tests.routes.fakes import FakeHandle, collect, end, run, said, token
 
@@ -27,13 +28,13 @@ def body(**extra: Any) -> ResponsesRequest:
 
 def whole(pieces: list[ChoiceDelta], **extra: Any) -> dict[str, Any]:
     handle: Any = FakeHandle(pieces)
-    return run(serving.response(handle, body(**extra))).model_dump(by_alias=True)
+    return run(serving.response(handle, Turn(body(**extra)))).model_dump(by_alias=True)
 
 
 def streamed(pieces: list[ChoiceDelta], fail: Exception | None = None) -> list[dict[str, Any]]:
     """The stream's events as sent: (name, data) checked to agree, then the data."""
     handle: Any = FakeHandle(pieces, fail=fail)
-    stream = serving.response_stream(handle, body(stream=True))
+    stream = serving.response_stream(handle, Turn(body(stream=True)))
     sent = collect(sse_events(stream.payloads, stream.error_event))
     events = [json.loads(e["data"]) for e in sent]
     assert [e["event"] for e in sent] == [e["type"] for e in events]
