@@ -159,6 +159,24 @@ class ModelSettings(BaseSettings):
         gt=0,
         le=MAX_KV_CACHE_MIB,
     )
+    prefix_share_min: int = _setting(
+        32,
+        "GENAI_PREFIX_SHARE_MIN",
+        "prefix_share_min",
+        "batch scheduler: shortest shared prompt prefix (tokens) copied from another "
+        "session's KV cache or restored from the prefix store; 0 turns sharing across "
+        "sessions (and the store) off.",
+        ge=0,
+    )
+    prefix_store_mib: float = _setting(
+        512.0,
+        "GENAI_PREFIX_STORE_MIB",
+        "prefix_store_mib",
+        "batch scheduler: host-RAM prefix store (MiB): the KV cache of rows given up is kept "
+        "there in 32-token blocks (LRU) for later prompts that share their prefix; 0 disables.",
+        ge=0,
+        le=MAX_KV_CACHE_MIB,
+    )
 
     @field_validator("device", mode="before")
     @classmethod
