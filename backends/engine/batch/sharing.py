@@ -2,16 +2,19 @@
 recomputed, from whichever row holds it (a busy row or a resident one) or restored from the
 host-RAM prefix store.
 
-Only the positions a row's KV really holds are copied (a busy row's tokens so far, a
-resident row's tokens), and a source row is only read: it keeps its own history. Sharing
+Only positions a row's KV really holds are copied (a busy row's tokens so far, a resident
+row's tokens), and only its *exact* ones: those prefilled from prompt tokens, with nothing
+decoded before them (:mod:`backends.engine.batch.slots`). A source row is only read: it
+keeps its own history. Sharing
 starts at ``share_min`` tokens (shorter prefixes, e.g. a chat template's first tokens, are
 cheaper to feed than to look up); 0 turns it off. At least ``MIN_FEED`` prompt tokens are
 always fed (:func:`backends.engine.prefix_cache.reusable`), so the first new token's logits
 are computed the same way as without sharing.
 
-A copy is the very bytes the source row holds: it is as exact as reusing that row in place
-for its own next turn, which the batch engine has always done (tests/backends/engine/batch/
-check both against og.Generator on every architecture).
+A copy is the very bytes the source row holds, and prefilled positions are the same bytes
+however the prompt was chunked (two or more tokens a step): a copy reads as a cold prefill
+would, so sharing never changes an output (tests/backends/engine/batch/test_sharing.py checks
+this against og.Generator on every architecture).
 """
 
 from __future__ import annotations

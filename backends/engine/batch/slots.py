@@ -8,6 +8,14 @@ session's history is never taken by another session's newcomer while a free row 
 prompt that merely shares a prefix with another row (a common system prompt) gets a copy of
 that prefix instead (:mod:`backends.engine.batch.sharing`).
 
+Each row also records how many of its first positions are *exact*: written by prefilling
+prompt tokens, with no position written by a decode step before them, so that they hold what a
+cold prefill of those tokens would write, bit for bit. Only those are shared with other
+sessions (:meth:`shareable`) or reported when the row is given up: on int4 models with int8
+activations a position written by a one-token decode step differs from the same token
+prefilled by far more than the last bits (docs/prefix-sharing.md). A session's own next turn
+still continues its row in place, decoded positions included, as it always has.
+
 A resident row given up (taken for a newcomer, or beyond ``keep``) is reported to
 ``on_evict`` first, while its KV is still intact (the host-RAM prefix store keeps it).
 
@@ -45,6 +53,7 @@ class SlotTable:
         self.on_evict = on_evict
         self._free = list(range(slots))
         self._resident: OrderedDict[int, list[int]] = OrderedDict()  # row -> tokens it holds
+        self._exact: dict[int, int] = {}  # row -> its exact positions (see above)
 
     def __len__(self) -> int:
         """Rows that hold a finished sequence."""
@@ -72,8 +81,10 @@ class SlotTable:
         self._give_up(row, tokens)
         return row, reusable(shared_length(tokens, prompt), len(prompt))  # whatever it shares
 
-    def release(self, row: int, tokens: list[int] | None) -> None:
-        """Give a row back; ``tokens`` (those its KV cache holds) keep it resident for reuse."""
+    def release(self, row: int, tokens: list[int] | None, exact: int | None = None) -> None:
+        """Give a row back; ``tokens`` (those its KV cache holds) keep it resident for reuse.
+        ``exact``: how many of them are exact (all, if not given)."""
+        self._exact[row] = 0 if not tokens else len(tokens) if exact is None else exact
         if tokens and self.keep > 0:
             self._resident[row] = tokens
             while len(self._resident) > self.keep:
@@ -87,15 +98,20 @@ class SlotTable:
 
     def _give_up(self, row: int, tokens: list[int]) -> None:
         if self.on_evict is not None:
-            self.on_evict(row, tokens)
+            self.on_evict(row, tokens[: self.exact(row)])
 
-    def items(self) -> list[tuple[int, list[int]]]:
-        """The resident rows and the tokens each holds, least recently used first."""
-        return list(self._resident.items())
+    def exact(self, row: int) -> int:
+        """How many of the first positions the row held when last released are exact."""
+        return self._exact.get(row, 0)
+
+    def shareable(self) -> list[tuple[int, list[int]]]:
+        """The resident rows and the tokens of their exact positions, least recent first."""
+        return [(row, tokens[: self.exact(row)]) for row, tokens in self._resident.items()]
 
     def exchange(self, busy: int, idle: int) -> None:
         """Rows ``busy`` and ``idle`` swapped contents: ``idle`` is busy now, and ``busy`` is
         what ``idle`` was (free, or resident with the same tokens and the same LRU rank)."""
+        self._exact[busy] = self._exact.pop(idle, 0)
         if idle in self._resident:
             self._resident = OrderedDict(
                 (busy if row == idle else row, tokens) for row, tokens in self._resident.items()

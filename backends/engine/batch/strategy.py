@@ -53,6 +53,7 @@ class _Seq:
     pending: list[int]  # prompt tokens still to prefill
     state: RowState
     stream: Any
+    exact: int = 0  # the first positions that will be exact once fed (slots.py)
     next_token: int | None = None  # chosen and passed on, not yet fed to the model
 
 
@@ -160,6 +161,7 @@ class BatchStrategy:
         guide = self.grammars.matcher(*p.guidance) if p.guidance is not None else None
         row, held = self.slots.acquire(job.prompt_ids)
         prompt = job.prompt_ids
+        exact = min(held, self.slots.exact(row))  # all of the prompt, if what it holds is
         seq = _Seq(
             job,
             row,
@@ -167,6 +169,7 @@ class BatchStrategy:
             pending=list(prompt[held:]),
             state=RowState.create(p, prompt, guide),
             stream=self.model.tokenizer.create_stream(),
+            exact=len(prompt) if exact == held else exact,
         )
         job.cached_tokens = held
         self._share(seq, first=True)
@@ -230,12 +233,12 @@ class BatchStrategy:
     def _share(self, seq: _Seq, *, first: bool) -> None:
         """Copy into ``seq``'s row the longest prefix of its prompt another row (busy or
         resident) or the prefix store holds, if longer than what the row holds."""
-        rows = [(s.row, s.tokens) for s in self._active] + self.slots.items()
+        rows = [(s.row, s.tokens[: s.exact]) for s in self._active] + self.slots.shareable()
         prompt, held = seq.job.prompt_ids, len(seq.tokens)
         n = self.sharing.extend(seq.row, prompt, held, rows, count=first)
         if n > held:
             seq.tokens, seq.pending = list(prompt[:n]), list(prompt[n:])
-            seq.job.cached_tokens = n
+            seq.job.cached_tokens, seq.exact = n, len(prompt)
 
     def _prefill(self, seqs: list[_Seq]) -> None:
         [seq] = seqs
@@ -315,4 +318,5 @@ class BatchStrategy:
         self._active.remove(seq)
         seq.job.finish(reason, error)
         # The row's keys and values are good for every token it was fed, however it ended.
-        self.slots.release(seq.row, seq.tokens if reason != "error" else None)
+        exact = min(seq.exact, len(seq.tokens))
+        self.slots.release(seq.row, seq.tokens if reason != "error" else None, exact)

@@ -103,8 +103,8 @@ def test_sharing_and_the_store_never_change_greedy_output(arch: str) -> None:
     expected, lengths, kept = og_greedy(folder, prompts, N)
     assert min(lengths) > 100  # the shared part crosses the sliding window
     # A fourth session continues the first one's conversation, with as much of its answer as
-    # tokenizes back to what it generated: the positions the first row wrote while decoding
-    # are shared too.
+    # tokenizes back to what it generated: positions the first row wrote while decoding are
+    # not copied to it (they differ from a prefill: docs/prefix-sharing.md), its prompt's are.
     prompts.append(f"{prompts[0]}{kept}\nQ: why?\nA:")
     expected.append(og_greedy(folder, prompts[3:], N)[0][0])
     decoded = og_greedy(folder, [prompts[0] + kept], 0)[1][0] - lengths[0]
@@ -121,11 +121,8 @@ def test_sharing_and_the_store_never_change_greedy_output(arch: str) -> None:
     assert min(resident[1:]) >= 90, resident
     stored = check(STORE, one_by_one)  # every row given up at its end: restored from the store
     assert stored[0] == 0 and min(stored[1:]) >= 64, stored
-    # The fourth shares the first one's prompt and decoded positions (in the store: whole
-    # blocks); the trained llama's answer tokenizes back nearly whole, random models' barely.
-    assert resident[3] >= lengths[0] + decoded, (resident, decoded)
-    assert stored[3] >= (lengths[0] + decoded) // 32 * 32, (stored, decoded)
-    if arch == "llama":
+    assert max(busy[3], stored[3]) <= lengths[0], (busy, stored)
+    if arch == "llama":  # its answer tokenizes back nearly whole, random models' barely
         assert decoded > N // 2
 
 

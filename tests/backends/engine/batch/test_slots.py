@@ -87,7 +87,7 @@ def test_a_prompt_sharing_only_a_prefix_never_takes_the_row_while_one_is_free() 
     other, shared = table.acquire(list(range(100)) + [8, 8, 8])
     assert other != row and shared == 0
     assert table.resident(row) == history
-    assert table.items() == [(row, history)]
+    assert table.shareable() == [(row, history)]
 
 
 def test_a_row_given_up_is_reported_before_it_is_reused() -> None:
@@ -124,3 +124,20 @@ def test_with_nothing_kept_a_finished_row_is_given_up_at_once() -> None:
 )
 def test_shared_length(a: list[int], b: list[int], n: int) -> None:
     assert shared_length(a, b) == shared_length(b, a) == n
+
+
+def test_only_exact_positions_are_shared_or_given_up() -> None:
+    """Positions from the first decoded one on are kept for the row's own next turn (in
+    place) but never shared with another session nor handed to the store."""
+    given_up: list[list[int]] = []
+    table = SlotTable(3, keep=1, on_evict=lambda row, tokens: given_up.append(tokens))
+    row, _ = table.acquire([1, 2, 3, 4])
+    table.release(row, [1, 2, 3, 4, 9, 9], exact=4)  # its prompt, then two decoded tokens
+    assert table.shareable() == [(row, [1, 2, 3, 4])] and table.exact(row) == 4
+    assert table.acquire([1, 2, 3, 4, 9, 9, 5, 5]) == (row, 6)  # its own next turn: in place
+    table.release(row, [1, 2, 3, 4, 9, 9, 5, 5, 7], exact=4)
+    busy, _ = table.acquire([8, 8])
+    table.exchange(busy, row)  # the resident row moves, its exact count with it
+    assert table.shareable() == [(busy, [1, 2, 3, 4])]
+    table.release(row, [8, 8, 8])  # keep=1: the older row is given up, its exact part only
+    assert given_up == [[1, 2, 3, 4]]
