@@ -79,7 +79,8 @@ class SlotTable:
             return self._free.pop(0), 0
         row, tokens = self._resident.popitem(last=False)
         self._give_up(row, tokens)
-        return row, reusable(shared_length(tokens, prompt), len(prompt))  # whatever it shares
+        # Another conversation's row: whatever it shares, of its exact positions only.
+        return row, min(reusable(shared_length(tokens, prompt), len(prompt)), self.exact(row))
 
     def release(self, row: int, tokens: list[int] | None, exact: int | None = None) -> None:
         """Give a row back; ``tokens`` (those its KV cache holds) keep it resident for reuse.

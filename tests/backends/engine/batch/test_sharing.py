@@ -24,10 +24,11 @@ from tests.conftest import metric
 pytestmark = pytest.mark.model
 
 N = 40  # tokens each answer has (EOS held back: the sources stay busy that long)
-OFF = {"prefix_share_min": 0, "cache_sequences": 0}
-BUSY_ROWS = {"prefix_share_min": 32, "cache_sequences": 0, "prefix_store_mib": 0}
-RESIDENT_ROWS = {"prefix_share_min": 32, "cache_sequences": 4, "prefix_store_mib": 0}
-STORE = {"prefix_share_min": 32, "cache_sequences": 0, "prefix_store_mib": 16}
+Settings = dict[str, Any]
+OFF: Settings = {"prefix_share_min": 0, "cache_sequences": 0}
+BUSY_ROWS: Settings = {"prefix_share_min": 32, "cache_sequences": 0, "prefix_store_mib": 0}
+RESIDENT_ROWS: Settings = {"prefix_share_min": 32, "cache_sequences": 4, "prefix_store_mib": 0}
+STORE: Settings = {"prefix_share_min": 32, "cache_sequences": 0, "prefix_store_mib": 16}
 
 
 def og_greedy(folder: Path, prompts: list[str], n: int) -> tuple[list[str], list[int], str]:

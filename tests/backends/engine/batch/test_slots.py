@@ -141,3 +141,12 @@ def test_only_exact_positions_are_shared_or_given_up() -> None:
     assert table.shareable() == [(busy, [1, 2, 3, 4])]
     table.release(row, [8, 8, 8])  # keep=1: the older row is given up, its exact part only
     assert given_up == [[1, 2, 3, 4]]
+
+
+def test_a_recycled_row_keeps_only_the_exact_part_it_shares() -> None:
+    table = SlotTable(1, keep=1)
+    row, _ = table.acquire([1, 2, 3, 4])
+    table.release(row, [1, 2, 3, 4, 9, 9], exact=4)
+    # No free row: the only resident row is recycled for a prompt that is not its continuation
+    # but shares its answer too; the decoded positions are not reused.
+    assert table.acquire([1, 2, 3, 4, 9, 8, 8]) == (row, 4)
