@@ -5,9 +5,8 @@ host-RAM prefix store.
 Only positions a row's KV really holds are copied (a busy row's tokens so far, a resident
 row's tokens), and only its *exact* ones: those prefilled from prompt tokens, with nothing
 decoded before them (:mod:`backends.engine.batch.slots`). A source row is only read: it
-keeps its own history. Sharing
-starts at ``share_min`` tokens (shorter prefixes, e.g. a chat template's first tokens, are
-cheaper to feed than to look up); 0 turns it off. At least ``MIN_FEED`` prompt tokens are
+keeps its own history. Sharing starts at ``share_min`` tokens (a chat template's first
+tokens alone are not worth a copy); 0 turns it off. At least ``MIN_FEED`` prompt tokens are
 always fed (:func:`backends.engine.prefix_cache.reusable`), so the first new token's logits
 are computed the same way as without sharing.
 
