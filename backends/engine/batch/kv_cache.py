@@ -56,10 +56,10 @@ class KVCache:
             buffer[a, :, :length_b] = buffer[b, :, :length_b]
             buffer[b, :, :length_a] = held
 
-    def copy(self, source: int, target: int, length: int) -> None:
-        """Row ``source``'s first ``length`` positions into row ``target`` (a shared prefix)."""
+    def copy(self, source: int, target: int, lo: int, hi: int) -> None:
+        """Positions ``[lo, hi)`` of row ``source`` into row ``target`` (a shared prefix)."""
         for buffer in (*self.keys, *self.values):
-            buffer[target, :, :length] = buffer[source, :, :length]
+            buffer[target, :, lo:hi] = buffer[source, :, lo:hi]
 
     def read(self, row: int, lo: int, hi: int) -> np.ndarray:
         """Positions ``[lo, hi)`` of ``row``, every layer's keys and values, as one new array

@@ -56,39 +56,45 @@ class PrefixSharing:
         held: int,
         rows: Iterable[tuple[int, Sequence[int]]],
         *,
+        exact: int | None = None,
         count: bool = True,
     ) -> int:
-        """Fill ``row`` (which holds ``prompt[:held]``) with the longest prefix of ``prompt``
-        that another of ``rows`` (row, tokens its KV holds) or the store holds, if longer and
-        at least ``share_min``; returns how many prompt tokens the row holds now. ``count``:
-        a store miss counts (a newcomer's first look, not the later ones)."""
+        """Fill ``row`` (which holds ``prompt[:held]``, the first ``exact`` of them exact;
+        all, if not given) with the longest prefix of ``prompt`` that another of ``rows``
+        (row, tokens of its exact positions) or the store holds, if longer and at least
+        ``share_min``; returns how many prompt tokens the row holds now. Only positions past
+        the exact ones are written: exact positions are the same bytes wherever they come
+        from. ``count``: a store miss counts (a newcomer's first look, not the later ones)."""
         if self.share_min <= 0:
             return held
+        start = held if exact is None else min(held, exact)
         source, best = None, held
         for other, tokens in rows:
             n = reusable(shared_length(tokens, prompt), len(prompt))
             if other != row and n > best:
                 source, best = other, n
         if self.store is not None and len(prompt) >= self.store.block_tokens:
-            restored = self._restore(row, prompt, best)
+            restored = self._restore(row, prompt, best, start)
             if restored:
                 return restored
             if count:
                 self.store.stats.misses += 1
         if source is None or best < self.share_min:
             return held
-        self.kv.copy(source, row, best)
+        self.kv.copy(source, row, start, best)
         return best
 
-    def _restore(self, row: int, prompt: Sequence[int], better_than: int) -> int:
+    def _restore(self, row: int, prompt: Sequence[int], better_than: int, start: int) -> int:
         assert self.store is not None
         size = self.store.block_tokens
         keys = self.store.match(prompt)
         n = reusable(len(keys) * size, len(prompt))
         if n <= better_than or n < self.share_min:
             return 0
-        for i, block in enumerate(self.store.take(keys[: math.ceil(n / size)])):
+        first = start // size
+        blocks = self.store.take(keys[: math.ceil(n / size)])
+        for i, block in enumerate(blocks[first:], start=first):
             self.kv.write(row, i * size, block[:, :, :, : n - i * size])
         self.store.stats.hits += 1
-        self.store.stats.restored_tokens += n
+        self.store.stats.restored_tokens += n - start
         return n

@@ -235,7 +235,7 @@ class BatchStrategy:
         resident) or the prefix store holds, if longer than what the row holds."""
         rows = [(s.row, s.tokens[: s.exact]) for s in self._active] + self.slots.shareable()
         prompt, held = seq.job.prompt_ids, len(seq.tokens)
-        n = self.sharing.extend(seq.row, prompt, held, rows, count=first)
+        n = self.sharing.extend(seq.row, prompt, held, rows, exact=seq.exact, count=first)
         if n > held:
             seq.tokens, seq.pending = list(prompt[:n]), list(prompt[n:])
             seq.job.cached_tokens, seq.exact = n, len(prompt)

@@ -85,6 +85,14 @@ async def staggered(service: InferenceService, prompts: list[str]) -> list[tuple
     return list(await asyncio.gather(*tasks))
 
 
+async def together(service: InferenceService, prompts: list[str]) -> list[tuple[str, int]]:
+    """All at once: each newcomer waits while the one ahead reads the shared prefix (32-token
+    chunks) and copies, step by step, what that one has read so far."""
+    events = [asyncio.Event() for _ in prompts]
+    runs = (_collect(service, p, e) for p, e in zip(prompts, events, strict=True))
+    return list(await asyncio.gather(*runs))
+
+
 async def one_by_one(service: InferenceService, prompts: list[str]) -> list[tuple[str, int]]:
     return [await _collect(service, p, asyncio.Event()) for p in prompts]
 
@@ -118,6 +126,8 @@ def test_sharing_and_the_store_never_change_greedy_output(arch: str) -> None:
     assert check(OFF, staggered) == [0, 0, 0, 0]
     busy = check(BUSY_ROWS, staggered)  # copies from rows still decoding
     assert busy[0] == 0 and min(busy[1:]) >= 90, busy
+    prefilling = check(BUSY_ROWS, together)  # copies from a row still prefilling
+    assert prefilling[0] == 0 and min(prefilling[1:]) >= 90, prefilling
     resident = check(RESIDENT_ROWS, one_by_one)  # copies from finished rows
     assert min(resident[1:]) >= 90, resident
     stored = check(STORE, one_by_one)  # every row given up at its end: restored from the store
