@@ -133,7 +133,8 @@ class ModelSettings(BaseSettings):
         4,
         "GENAI_CACHE_SEQUENCES",
         "cache_sequences",
-        "Finished sequences kept for prefix reuse (LRU); 0 disables reuse.",
+        "Finished sequences kept for prefix reuse (LRU); 0 keeps none (batch still shares "
+        "prefixes across sessions: GENAI_PREFIX_SHARE_MIN).",
         ge=0,
     )
     tool_parser: ToolParserName = _setting(
