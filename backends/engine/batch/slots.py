@@ -3,7 +3,8 @@
 A finished sequence keeps its row (its KV cache) in an LRU of at most ``keep`` rows. A new
 prompt that continues a resident row exactly (it starts with every token the row holds:
 the next turn of the same chat) takes that row and is prefilled only after them. Otherwise
-it gets the lowest free row, or, with none free, the least recently used resident row. So a
+it gets the lowest free row, or, with none free, the least recently used resident row (not
+the one sharing most with the prompt while another can go: it copies from that one). So a
 session's history is never taken by another session's newcomer while a free row is left; a
 prompt that merely shares a prefix with another row (a common system prompt) gets a copy of
 that prefix instead (:mod:`backends.engine.batch.sharing`).
@@ -77,10 +78,17 @@ class SlotTable:
         if self._free:
             self._free.sort()
             return self._free.pop(0), 0
-        row, tokens = self._resident.popitem(last=False)
-        self._give_up(row, tokens)
-        # Another conversation's row: whatever it shares, of its exact positions only.
-        return row, min(reusable(shared_length(tokens, prompt), len(prompt)), self.exact(row))
+        # Another conversation's row: whatever it shares, of its exact positions only. The
+        # least recently used row goes, unless it is the one sharing most with the prompt
+        # (a copy source, likely for the next sessions too) and another can go instead.
+        shares = [
+            (row, min(reusable(shared_length(tokens, prompt), len(prompt)), self.exact(row)))
+            for row, tokens in self._resident.items()
+        ]
+        source = max(shares, key=lambda share: share[1])
+        row, shared = next((s for s in shares if s[0] != source[0] or not s[1]), source)
+        self._give_up(row, self._resident.pop(row))
+        return row, shared
 
     def release(self, row: int, tokens: list[int] | None, exact: int | None = None) -> None:
         """Give a row back; ``tokens`` (those its KV cache holds) keep it resident for reuse.

@@ -150,3 +150,16 @@ def test_a_recycled_row_keeps_only_the_exact_part_it_shares() -> None:
     # No free row: the only resident row is recycled for a prompt that is not its continuation
     # but shares its answer too; the decoded positions are not reused.
     assert table.acquire([1, 2, 3, 4, 9, 8, 8]) == (row, 4)
+
+
+def test_with_no_free_row_the_best_copy_source_stays() -> None:
+    table = SlotTable(2, keep=2)
+    system = list(range(100, 140))
+    for tokens in (system + [1, 1], [7, 7, 7]):  # the shared system prompt's row is the older
+        table.release(table.acquire(tokens)[0], tokens)
+    rows = {tuple(tokens): row for row, tokens in table.shareable()}
+    row, shared = table.acquire(system + [2, 2])
+    assert row == rows[(7, 7, 7)] and shared == 0  # the other row went; the strategy copies
+    assert table.shareable() == [(rows[tuple(system + [1, 1])], system + [1, 1])]
+    # The source alone left: it is taken, with what it shares.
+    assert table.acquire(system + [3, 3]) == (rows[tuple(system + [1, 1])], 40)
