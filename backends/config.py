@@ -25,6 +25,8 @@ class ModelConfig:
     prefill_chunk: int = 256  # prompt tokens prefilled per scheduler step
     cache_sequences: int = 4  # finished sequences kept for prefix reuse
     kv_cache_mib: float | None = 1024.0  # batch strategy: KV memory; None: all max_length
+    prefix_share_min: int = 32  # batch: shortest prefix copied across sessions; 0: no sharing
+    prefix_store_mib: float = 512.0  # batch: host-RAM store of given-up rows' KV; 0: none
     tool_parser: str = "auto"  # "auto" (from the template), "none", or a parser's name
     reasoning_parser: str = "auto"  # likewise
     adapters: Mapping[str, Path] = field(default_factory=dict)  # LoRA: served name -> file

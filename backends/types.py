@@ -102,6 +102,20 @@ class SequenceDelta:
     ready: tuple[GeneratedToken, ...] = ()
 
 
+@dataclass
+class PrefixStoreStats:
+    """The batch engine's host-RAM prefix store, as counted on the owner thread (read
+    elsewhere as a snapshot: ``dataclasses.replace``)."""
+
+    hits: int = 0  # prompts that restored blocks from the store
+    misses: int = 0  # prompts of a block or more the store had nothing to add to
+    restored_tokens: int = 0  # prompt tokens restored from the store
+    evictions: int = 0  # blocks dropped to stay within the capacity
+    bytes: int = 0  # bytes of KV held
+    blocks: int = 0  # blocks held
+    capacity_bytes: int = 0
+
+
 @dataclass(frozen=True)
 class Usage:
     prompt_tokens: int

@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from backends.core.handle import FinishedChoice
 from backends.core.service import ServiceStats
@@ -129,6 +132,8 @@ class ServerMetrics:
         )
 
         self.reasons: dict[str, set[str]] = {}  # finish reasons counted, per model
+        self.prefix_stores = PrefixStoreCollector()
+        r.register(self.prefix_stores)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -138,10 +143,12 @@ class ServerMetrics:
         name = service.model_name
         self.running.labels(name).set_function(lambda: service.stats().running)
         self.waiting.labels(name).set_function(lambda: service.stats().waiting)
+        self.prefix_stores.sources[name] = service
         return ModelMetrics(self, name)
 
     def detach(self, name: str) -> None:
         """A model was unloaded: its series go (a later model of that name starts afresh)."""
+        self.prefix_stores.sources.pop(name, None)
         for metric in (
             self.running,
             self.waiting,
@@ -176,6 +183,51 @@ class StatsSource(Protocol):
     def model_name(self) -> str: ...
 
     def stats(self) -> ServiceStats: ...
+
+
+class PrefixStoreCollector(Collector):
+    """The batch engine's host-RAM prefix store, read off each model's stats at scrape time
+    (the owner thread counts; a model without a store has no series)."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, StatsSource] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        model = ["model"]
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
+            "hits": CounterMetricFamily(
+                "genai_prefix_store_hits",
+                "Prompts that restored KV blocks from the store",
+                labels=model,
+            ),
+            "misses": CounterMetricFamily(
+                "genai_prefix_store_misses",
+                "Prompts of a block or more the store had nothing to add to",
+                labels=model,
+            ),
+            "restored_tokens": CounterMetricFamily(
+                "genai_prefix_store_restored_tokens",
+                "Prompt tokens restored from the store",
+                labels=model,
+            ),
+            "evictions": CounterMetricFamily(
+                "genai_prefix_store_evictions",
+                "Blocks dropped to stay within the size",
+                labels=model,
+            ),
+            "bytes": GaugeMetricFamily(
+                "genai_prefix_store_bytes", "Bytes of KV cache the store holds", labels=model
+            ),
+            "capacity_bytes": GaugeMetricFamily(
+                "genai_prefix_store_capacity_bytes", "The store's size limit", labels=model
+            ),
+        }
+        for name, source in list(self.sources.items()):
+            store = source.stats().prefix_store
+            if store is not None:
+                for field, family in families.items():
+                    family.add_metric([name], getattr(store, field))
+        yield from families.values()
 
 
 class ModelMetrics:

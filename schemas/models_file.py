@@ -63,6 +63,8 @@ class ModelEntry(BaseModel):
     prefill_chunk: int | None = Field(None, ge=16)
     cache_sequences: int | None = Field(None, ge=0)
     kv_cache_mib: float | None = Field(None, gt=0, le=MAX_KV_CACHE_MIB)
+    prefix_share_min: int | None = Field(None, ge=0)
+    prefix_store_mib: float | None = Field(None, ge=0, le=MAX_KV_CACHE_MIB)
     tool_parser: ToolParserName | None = None
     reasoning_parser: ReasoningParserName | None = None
     adapters: dict[str, Path] = Field(
@@ -142,6 +144,8 @@ def model_fields(model: ModelSettings, entry: ModelEntry | None = None) -> dict[
         "prefill_chunk": model.prefill_chunk,
         "cache_sequences": model.cache_sequences,
         "kv_cache_mib": model.kv_cache_mib,
+        "prefix_share_min": model.prefix_share_min,
+        "prefix_store_mib": model.prefix_store_mib,
         "tool_parser": model.tool_parser,
         "reasoning_parser": model.reasoning_parser,
         "adapters": {},

@@ -133,7 +133,8 @@ class ModelSettings(BaseSettings):
         4,
         "GENAI_CACHE_SEQUENCES",
         "cache_sequences",
-        "Finished sequences kept for prefix reuse (LRU); 0 disables reuse.",
+        "Finished sequences kept for prefix reuse (LRU); 0 keeps none (batch still shares "
+        "prefixes across sessions: GENAI_PREFIX_SHARE_MIN).",
         ge=0,
     )
     tool_parser: ToolParserName = _setting(
@@ -157,6 +158,24 @@ class ModelSettings(BaseSettings):
         "batch scheduler: KV cache memory for all slots, in MiB, reserved at start; the "
         "tokens per sequence are the max length or what this budget gives each slot.",
         gt=0,
+        le=MAX_KV_CACHE_MIB,
+    )
+    prefix_share_min: int = _setting(
+        32,
+        "GENAI_PREFIX_SHARE_MIN",
+        "prefix_share_min",
+        "batch scheduler: shortest shared prompt prefix (tokens) copied from another "
+        "session's KV cache or restored from the prefix store; 0 turns sharing across "
+        "sessions (and the store) off.",
+        ge=0,
+    )
+    prefix_store_mib: float = _setting(
+        512.0,
+        "GENAI_PREFIX_STORE_MIB",
+        "prefix_store_mib",
+        "batch scheduler: host-RAM prefix store (MiB): the KV cache of rows given up is kept "
+        "there in 32-token blocks (LRU) for later prompts that share their prefix; 0 disables.",
+        ge=0,
         le=MAX_KV_CACHE_MIB,
     )
 

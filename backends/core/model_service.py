@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
 from backends.config import ServiceConfig
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
+from backends.types import PrefixStoreStats
 
 if TYPE_CHECKING:
     from backends.core.handle import FinishedChoice, RequestHandle
@@ -81,6 +82,7 @@ class ServiceStats:
     running: int
     waiting: int
     requests: tuple[RequestStats, ...]
+    prefix_store: PrefixStoreStats | None = None  # the batch engine's, where it has one
 
 
 class ModelService(ABC):

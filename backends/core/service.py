@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import time
@@ -44,7 +45,7 @@ from backends.engine.scheduler import Job, Scheduler, Strategy
 from backends.errors import InvalidRequest, NotReady
 from backends.models.folder import ModelFolder
 from backends.models.loader import LoadedModel, load_model
-from backends.types import ChatPrompt, ImageInput, PreparedPrompt, Prompt
+from backends.types import ChatPrompt, ImageInput, PrefixStoreStats, PreparedPrompt, Prompt
 
 log = logging.getLogger("genai.service")
 
@@ -66,9 +67,10 @@ class InferenceService(ModelService):
         super().__init__(config, observer)
         self._loader = loader
         self._chat_format = ChatFormat()  # set on the owner thread, with the model
+        self._store_stats = PrefixStoreStats()  # counted on the owner thread (batch only)
         self._scheduler = Scheduler(
             config.model,
-            strategy_factory(config.model, config.limits.max_concurrency),
+            strategy_factory(config.model, config.limits.max_concurrency, self._store_stats),
             max_concurrency=config.limits.max_concurrency,
             loader=self._load,
         )
@@ -175,7 +177,13 @@ class InferenceService(ModelService):
             for choice, handle in list(self._inflight.values())
         )
         running = sum(r.state == "running" for r in requests)
-        return ServiceStats(running=running, waiting=len(requests) - running, requests=requests)
+        store = self._store_stats
+        return ServiceStats(
+            running=running,
+            waiting=len(requests) - running,
+            requests=requests,
+            prefix_store=dataclasses.replace(store) if store.capacity_bytes else None,
+        )
 
     # ---- requests ------------------------------------------------------------------------
     async def submit(self, request: GenerationRequest) -> RequestHandle:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from backends.config import ModelConfig, SchedulerName
 from backends.engine.scheduler import Strategy
 from backends.models.loader import LoadedModel
+from backends.types import PrefixStoreStats
 
 log = logging.getLogger("genai.scheduler")
 
@@ -25,9 +26,12 @@ def auto_strategy(model: LoadedModel) -> SchedulerName:
     return "batch" if model.provider.name == "cpu" else "generator"
 
 
-def strategy_factory(config: ModelConfig, slots: int) -> Callable[[LoadedModel], Strategy]:
+def strategy_factory(
+    config: ModelConfig, slots: int, store_stats: PrefixStoreStats | None = None
+) -> Callable[[LoadedModel], Strategy]:
     """The strategy for ``config``'s scheduler setting, made once the model is loaded;
-    ``slots`` is how many sequences may run at once."""
+    ``slots`` is how many sequences may run at once; the batch strategy's prefix store
+    counts into ``store_stats``."""
 
     def make(model: LoadedModel) -> Strategy:
         name, chosen = config.scheduler, config.scheduler != "auto"
@@ -45,6 +49,9 @@ def strategy_factory(config: ModelConfig, slots: int) -> Callable[[LoadedModel],
                     prefill_chunk=config.prefill_chunk,
                     cache_size=config.cache_sequences,
                     kv_budget_mib=config.kv_cache_mib,
+                    store_mib=config.prefix_store_mib,
+                    share_min=config.prefix_share_min,
+                    store_stats=store_stats,
                 )
                 # Beam search and adapters, which batch cannot do, go to a generator.
                 return WithFallback(batch, lambda: generator(model))

@@ -56,6 +56,28 @@ class KVCache:
             buffer[a, :, :length_b] = buffer[b, :, :length_b]
             buffer[b, :, :length_a] = held
 
+    def copy(self, source: int, target: int, lo: int, hi: int) -> None:
+        """Positions ``[lo, hi)`` of row ``source`` into row ``target`` (a shared prefix)."""
+        for buffer in (*self.keys, *self.values):
+            buffer[target, :, lo:hi] = buffer[source, :, lo:hi]
+
+    def read(self, row: int, lo: int, hi: int) -> np.ndarray:
+        """Positions ``[lo, hi)`` of ``row``, every layer's keys and values, as one new array
+        ``[layers, 2, kv_heads, hi - lo, head_size]``."""
+        first = self.keys[0]
+        out = np.empty((len(self.keys), 2, first.shape[1], hi - lo, first.shape[3]), first.dtype)
+        for layer, (keys, values) in enumerate(zip(self.keys, self.values, strict=True)):
+            out[layer, 0] = keys[row, :, lo:hi]
+            out[layer, 1] = values[row, :, lo:hi]
+        return out
+
+    def write(self, row: int, lo: int, block: np.ndarray) -> None:
+        """What :meth:`read` returned, into positions ``[lo, lo + block length)`` of ``row``."""
+        hi = lo + block.shape[3]
+        for layer, (keys, values) in enumerate(zip(self.keys, self.values, strict=True)):
+            keys[row, :, lo:hi] = block[layer, 0]
+            values[row, :, lo:hi] = block[layer, 1]
+
     def ortvalues(self, layer: int, rows: tuple[int, int]) -> tuple[Any, Any]:
         """Layer ``layer``'s key and value rows ``[lo, hi)`` as OrtValues over the buffers."""
         lo, hi = rows

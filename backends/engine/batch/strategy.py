@@ -13,6 +13,10 @@ sequence's, or a prefix match's high up) swaps places with it, copying only the 
 use. Rows in the range with nothing to decode (a newcomer still prefilling) ride along as
 dummies whose one new position is written just past what their row holds, where it harms
 nothing.
+
+A newcomer's longest shared prefix is copied from whichever row holds it, or restored from the
+host-RAM prefix store (:mod:`backends.engine.batch.sharing`); it looks again just before its
+first prefill chunk, when the rows ahead of it may hold more.
 """
 
 from __future__ import annotations
@@ -28,13 +32,15 @@ import numpy as np
 from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
 from backends.engine.batch.guidance import Grammars, GuidanceError, first_line
 from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
+from backends.engine.batch.prefix_store import PrefixStore
 from backends.engine.batch.sampler import RowState, choose
+from backends.engine.batch.sharing import SHARE_MIN, PrefixSharing
 from backends.engine.batch.slots import SlotTable
 from backends.engine.logits import logprob_entries
 from backends.engine.prefix_cache import chunk_length
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
-from backends.types import FinishReason, GeneratedToken, GenerationParams
+from backends.types import FinishReason, GeneratedToken, GenerationParams, PrefixStoreStats
 
 log = logging.getLogger("genai.batch")
 
@@ -47,6 +53,7 @@ class _Seq:
     pending: list[int]  # prompt tokens still to prefill
     state: RowState
     stream: Any
+    exact: int = 0  # the first positions that will be exact once fed (slots.py)
     next_token: int | None = None  # chosen and passed on, not yet fed to the model
 
 
@@ -62,6 +69,8 @@ class BatchStrategy:
         prefill_chunk: int = 256,
         cache_size: int = 4,
         make_session: Any = None,
+        store: PrefixStore | None = None,
+        share_min: int = SHARE_MIN,
     ) -> None:
         self.model = model
         self.decoder = decoder
@@ -69,6 +78,7 @@ class BatchStrategy:
         self.max_length = kv.capacity
         self.prefill_chunk = prefill_chunk
         self.slots = SlotTable(kv.slots, keep=cache_size)
+        self.sharing = PrefixSharing(kv, self.slots, store, share_min)
         self.grammars = Grammars(
             model.folder.path / "tokenizer.json", decoder.spec.vocab_size, model.eos_token_ids
         )
@@ -85,6 +95,9 @@ class BatchStrategy:
         prefill_chunk: int = 256,
         cache_size: int = 4,
         kv_budget_mib: float | None = None,
+        store_mib: float = 0.0,
+        share_min: int = SHARE_MIN,
+        store_stats: PrefixStoreStats | None = None,
     ) -> BatchStrategy:
         """The strategy for ``model``, or :class:`UnsupportedModel` saying why not."""
         if model.provider.name != "cpu":
@@ -118,6 +131,9 @@ class BatchStrategy:
             spec.bytes_per_token / 1024,
             kv.nbytes / slots / MIB,
         )
+        store = None
+        if store_mib > 0 and share_min > 0:
+            store = PrefixStore(int(store_mib * MIB), spec.bytes_per_token, stats=store_stats)
         return cls(
             model,
             Decoder(spec, session, ort),
@@ -125,6 +141,8 @@ class BatchStrategy:
             prefill_chunk=prefill_chunk,
             cache_size=cache_size,
             make_session=make_session,
+            store=store,
+            share_min=share_min,
         )
 
     # ---- Strategy ------------------------------------------------------------------------
@@ -141,19 +159,21 @@ class BatchStrategy:
     def add(self, job: Job) -> None:
         p = job.params
         guide = self.grammars.matcher(*p.guidance) if p.guidance is not None else None
-        row, shared = self.slots.acquire(job.prompt_ids)
-        job.cached_tokens = shared
+        row, held = self.slots.acquire(job.prompt_ids)
         prompt = job.prompt_ids
-        self._active.append(
-            _Seq(
-                job,
-                row,
-                tokens=list(prompt[:shared]),
-                pending=list(prompt[shared:]),
-                state=RowState.create(p, prompt, guide),
-                stream=self.model.tokenizer.create_stream(),
-            )
+        exact = min(held, self.slots.exact(row))  # all of the prompt, if what it holds is
+        seq = _Seq(
+            job,
+            row,
+            tokens=list(prompt[:held]),
+            pending=list(prompt[held:]),
+            state=RowState.create(p, prompt, guide),
+            stream=self.model.tokenizer.create_stream(),
+            exact=len(prompt) if exact == held else exact,
         )
+        job.cached_tokens = held
+        self._share(seq, first=True)
+        self._active.append(seq)
 
     def step(self) -> None:
         self._compact()
@@ -195,18 +215,30 @@ class BatchStrategy:
 
     def _compact(self) -> None:
         """Move sequences above the lowest ``len(active)`` rows down into the idle rows there
-        (swapping with what those hold), so that every decode row is a live one."""
+        (swapping with what those hold), so that every decode row is a live one; then let the
+        newcomers about to be prefilled look for a longer shared prefix."""
         count = len(self._active)
         busy = {s.row for s in self._active}
         holes = [row for row in range(count) if row not in busy]
-        if not holes:
-            return
         high = sorted((s for s in self._active if s.row >= count), key=lambda s: -s.row)
         for hole, seq in zip(holes, high, strict=True):
             held = len(self.slots.resident(hole) or ())
             self.kv.swap(seq.row, hole, len(seq.tokens), held)
             self.slots.exchange(seq.row, hole)
             seq.row = hole
+        for seq in self._active:
+            if seq.pending and len(seq.tokens) == seq.job.cached_tokens:  # none of its own fed
+                self._share(seq, first=False)
+
+    def _share(self, seq: _Seq, *, first: bool) -> None:
+        """Copy into ``seq``'s row the longest prefix of its prompt another row (busy or
+        resident) or the prefix store holds, if longer than what the row holds."""
+        rows = [(s.row, s.tokens[: s.exact]) for s in self._active] + self.slots.shareable()
+        prompt, held = seq.job.prompt_ids, len(seq.tokens)
+        n = self.sharing.extend(seq.row, prompt, held, rows, exact=seq.exact, count=first)
+        if n > held:
+            seq.tokens, seq.pending = list(prompt[:n]), list(prompt[n:])
+            seq.job.cached_tokens, seq.exact = n, len(prompt)
 
     def _prefill(self, seqs: list[_Seq]) -> None:
         [seq] = seqs
@@ -286,4 +318,5 @@ class BatchStrategy:
         self._active.remove(seq)
         seq.job.finish(reason, error)
         # The row's keys and values are good for every token it was fed, however it ended.
-        self.slots.release(seq.row, seq.tokens if reason != "error" else None)
+        exact = min(seq.exact, len(seq.tokens))
+        self.slots.release(seq.row, seq.tokens if reason != "error" else None, exact)

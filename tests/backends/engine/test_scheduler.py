@@ -47,7 +47,9 @@ def test_second_turn_reuses_the_first_and_matches_a_cold_run(strategy: str) -> N
         return first, second
 
     warm1, warm2 = run(config(scheduler=strategy, cache_sequences=4), conversation)
-    cold1, cold2 = run(config(scheduler=strategy, cache_sequences=0), conversation)
+    # Cold: nothing kept, nothing shared (batch would restore turn 1's prompt from its store).
+    cold = config(scheduler=strategy, cache_sequences=0, prefix_share_min=0)
+    cold1, cold2 = run(cold, conversation)
     assert warm1.usage.cached_tokens == 0
     assert cold2.usage.cached_tokens == 0
     if strategy != "engine":

@@ -61,6 +61,7 @@ def test_metrics_count_requests_and_tokens(client: TestClient) -> None:
         "genai_requests_waiting",
         "genai_requests_rejected_total",
         "genai_cached_prompt_tokens_total",
+        "genai_prefix_store_capacity_bytes",  # the demo model runs on batch, with a store
     ):
         assert name in text, name
     assert metric(text, "genai_time_to_first_token_seconds_count") >= 1

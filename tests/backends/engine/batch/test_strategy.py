@@ -23,9 +23,17 @@ from tests.backends.engine.helpers import request, run, text, user
 
 pytestmark = pytest.mark.model
 
+MODEL_FIELDS = (
+    "cache_sequences",
+    "prefill_chunk",
+    "kv_cache_mib",
+    "prefix_share_min",
+    "prefix_store_mib",
+)
+
 
 def batch_config(path: Path = DEMO_MODEL_DIR, **kw: Any) -> ServiceConfig:
-    model = {k: kw.pop(k) for k in ("cache_sequences", "prefill_chunk", "kv_cache_mib") if k in kw}
+    model = {k: kw.pop(k) for k in MODEL_FIELDS if k in kw}
     return ServiceConfig(
         ModelConfig(path, device="cpu", intra_op_threads=1, scheduler="batch", **model),
         Limits(**kw),
@@ -121,7 +129,7 @@ def test_a_resident_row_survives_riding_along_as_a_dummy() -> None:
         return first, second
 
     warm1, warm2 = run(batch_config(cache_sequences=4), conversation)
-    cold1, cold2 = run(batch_config(cache_sequences=0), conversation)
+    cold1, cold2 = run(batch_config(cache_sequences=0, prefix_share_min=0), conversation)
     assert warm2.usage.cached_tokens > 30 and cold2.usage.cached_tokens == 0
     assert (text(warm1), text(warm2)) == (text(cold1), text(cold2))
 
@@ -160,7 +168,7 @@ def test_busy_rows_stay_at_the_bottom_so_every_decode_row_is_live(
     assert decode_rows and set(decode_rows) == {1}
     assert reused > 30  # the first chat's row, swapped out of the way and back down
     monkeypatch.setattr(Decoder, "run", run_decoder)
-    cold, _ = run(batch_config(cache_sequences=0), chats)
+    cold, _ = run(batch_config(cache_sequences=0, prefix_share_min=0), chats)
     assert warm == cold
 
 
@@ -237,7 +245,9 @@ def test_no_prompt_token_is_fed_alone(monkeypatch: pytest.MonkeyPatch) -> None:
         return out
 
     monkeypatch.setattr(Decoder, "run", spy)
-    runs = run(batch_config(cache_sequences=2, prefill_chunk=16), body)
+    # Short prompts: share any prefix (a repeated prompt is not a continuation of the row
+    # holding it and its answer, so it gets a copy of it).
+    runs = run(batch_config(cache_sequences=2, prefill_chunk=16, prefix_share_min=1), body)
     assert {n % 16 for _, n, _, _ in runs} == set(range(16))  # every last-chunk size was met
     for first, second in zip(runs[::2], runs[1::2], strict=True):
         assert all(n >= 2 for n in first[3] + second[3]), (first, second)
