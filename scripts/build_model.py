@@ -10,6 +10,8 @@ trained locally on a built-in corpus, a ChatML chat template, then
 The weights are untrained (the model emits fluent-looking nonsense), except with
 ``--train-steps``: the committed demo model is trained for a few minutes on a generated chat
 corpus (scripts/train_demo.py), so that it ends its turns and calls offered tools.
+``--agent-turns N`` adds N agent-shaped turns (scripts/agent_corpus.py: long system prompts
+with many tools, the request last) trained at PoSE-spread positions over the whole context.
 
 Needs the build-time packages in requirements-build.txt (torch, transformers, onnx, ...).
 
@@ -265,6 +267,7 @@ def build(
     init_range: float,
     arch: str = "llama",
     train_steps: int = 0,
+    mix: dict[str, int] | None = None,
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = Path(tmp) / "hf"
@@ -276,7 +279,7 @@ def build(
                 raise SystemExit("--train-steps trains the Llama demo model only")
             record = make_trained_hf_folder(
                 hf_dir, dict(SHAPES[shape]), CHAT_TEMPLATE, SPECIAL_TOKENS,
-                seed=seed, steps=train_steps,
+                seed=seed, steps=train_steps, **(mix or {}),
             )  # fmt: skip
         else:
             make_hf_folder(hf_dir, shape, seed, init_range, arch)
@@ -327,10 +330,23 @@ def main() -> None:
         " instead of leaving its weights random; the demo model: --shape demo-chat"
         " --train-steps N",
     )
+    ap.add_argument("--chat-turns", type=int, default=12000, help="chat turns to train on")
+    ap.add_argument(
+        "--agent-turns",
+        type=int,
+        default=0,
+        help="agent-shaped turns (long system prompts with tools, PoSE positions) to train on",
+    )
+    ap.add_argument("--batch-tokens", type=int, default=4096, help="most tokens in a batch")
     args = ap.parse_args()
+    mix = {
+        "chat_turns": args.chat_turns,
+        "agent_turns": args.agent_turns,
+        "batch_tokens": args.batch_tokens,
+    }
     build(
         args.shape, args.precision, args.out, args.seed, args.init_range, args.arch,
-        args.train_steps,
+        args.train_steps, mix,
     )  # fmt: skip
 
 

@@ -14,11 +14,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scripts.agent_corpus import agent_corpus
 from scripts.demo_corpus import corpus
 
 TRAIN_CONVERSATIONS = 12000
+AGENT_CONVERSATIONS = 0  # agent-shaped turns (scripts/agent_corpus.py), PoSE positions
+AGENT_LINES = (4, 16)  # lines of instructions in a training agent turn's system prompt
+AGENT_MAX_TOKENS = 2048
+CONTEXT = 65536  # the positions the agent turns are spread over
+LONG_CHECK_LINES = (150, 1500)  # the check's agent prompts: about 2,000 to 17,000 tokens
 HELD_OUT_SEED_OFFSET = 1_000_003  # the check's prompts come from another stream of the corpus
 MAX_TOKENS = 400  # longer examples (a few long chats) are dropped
+BATCH_TOKENS = 4096  # a batch of long agent turns holds fewer of them (8 chats of 400 fit)
+KEEP_NEAR = 48  # the last prompt tokens before the reply keep consecutive positions
 PROMPT_WEIGHT = 0.1  # prompt tokens teach the language a little; the replies are the task
 
 
@@ -36,33 +44,67 @@ def renderer(template: str) -> Any:
     return render
 
 
-def encode_pairs(tok: Any, pairs: list[tuple[str, str]]) -> list[tuple[list[int], int]]:
-    """Each pair as (ids, where the reply starts); prompt and reply tokenized apart, as the
-    server tokenizes a prompt and the model then writes the reply."""
-    out = []
+Example = tuple[list[int], int, list[int] | None]  # ids, where the reply starts, position ids
+
+
+def encode_pairs(tok: Any, pairs: list[tuple[str, str]], limit: int = MAX_TOKENS) -> list[Example]:
+    """Each pair as (ids, where the reply starts, None); prompt and reply tokenized apart, as
+    the server tokenizes a prompt and the model then writes the reply."""
+    out: list[Example] = []
     for prompt, reply in pairs:
         p = tok.encode(prompt, add_special_tokens=False)
         r = tok.encode(reply, add_special_tokens=False)
-        if len(p) + len(r) <= MAX_TOKENS:
-            out.append((p + r, len(p)))
+        if len(p) + len(r) <= limit:
+            out.append((p + r, len(p), None))
     return out
 
 
-def _batches(data: list[tuple[list[int], int]], batch: int, rng: random.Random) -> list[list[int]]:
-    """Index batches of similar lengths (less padding), in a seeded order."""
+def spread_positions(data: list[Example], context: int, seed: int) -> list[Example]:
+    """PoSE-style position skips: each example keeps its tokens but its position ids jump
+    forward at one or two places in the prompt (never in its last ``KEEP_NEAR`` tokens), so its
+    length in positions is drawn log-uniformly up to ``context``: the model learns to find the
+    tools and the request at the distances of a long prompt without training on one."""
+    rng = random.Random(seed)
+    out: list[Example] = []
+    for ids, reply_at, _ in data:
+        n = len(ids)
+        span = int(math.exp(rng.uniform(math.log(n), math.log(context))))
+        extra = max(0, span - n)
+        last = max(2, reply_at - KEEP_NEAR)
+        cuts = sorted(rng.randrange(1, last) for _ in range(rng.randint(1, 2)))
+        start = rng.randint(0, extra // 4)
+        skips = [start] + [rng.randint(0, extra - start) // len(cuts) for _ in cuts]
+        pos, shift, c = [], skips[0], 0
+        for i in range(n):
+            while c < len(cuts) and i == cuts[c]:
+                shift += skips[c + 1]
+                c += 1
+            pos.append(i + shift)
+        out.append((ids, reply_at, pos))
+    return out
+
+
+def _batches(data: list[Example], batch: int, tokens: int, rng: random.Random) -> list[list[int]]:
+    """Index batches of similar lengths (less padding), at most ``batch`` examples and
+    ``tokens`` tokens each, in a seeded order."""
     order = sorted(range(len(data)), key=lambda i: (len(data[i][0]), i))
-    groups = [order[i : i + batch] for i in range(0, len(order), batch)]
+    groups: list[list[int]] = [[]]
+    for i in order:
+        if len(groups[-1]) >= batch or (len(groups[-1]) + 1) * len(data[i][0]) > tokens:
+            groups.append([])
+        groups[-1].append(i)
     rng.shuffle(groups)
     return groups
 
 
 def train(
     model: Any,
-    data: list[tuple[list[int], int]],
+    data: list[Example],
     *,
     steps: int,
     batch: int,
     lr: float,
+    batch_tokens: int = BATCH_TOKENS,
     seed: int,
     pad_id: int,
     log_every: int = 50,
@@ -91,21 +133,25 @@ def train(
     start = time.monotonic()
     for step in range(steps):
         if not groups:
-            groups = _batches(data, batch, rng)
+            groups = _batches(data, batch, batch_tokens, rng)
         idx = groups.pop()
         width = max(len(data[i][0]) for i in idx)
         ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
         weight = torch.zeros((len(idx), width))
         reply = torch.zeros((len(idx), width))
         mask = torch.zeros((len(idx), width), dtype=torch.long)
+        positions = torch.arange(width).repeat(len(idx), 1)
         for row, i in enumerate(idx):
-            seq, reply_at = data[i]
+            seq, reply_at, pos = data[i]
             ids[row, : len(seq)] = torch.tensor(seq)
+            if pos is not None:
+                positions[row, : len(seq)] = torch.tensor(pos)
+                positions[row, len(seq) :] = pos[-1] + 1 + torch.arange(width - len(seq))
             mask[row, : len(seq)] = 1
             weight[row, 1 : len(seq)] = PROMPT_WEIGHT
             weight[row, reply_at : len(seq)] = 1.0
             reply[row, reply_at : len(seq)] = 1.0
-        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, :-1]
         nll = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
         ).view(ids.shape[0], -1)
@@ -131,13 +177,21 @@ def train(
 
 
 def write_training_tokenizer(
-    template: str, vocab_size: int, seed: int, out_dir: Path, special: list[str]
+    template: str,
+    vocab_size: int,
+    seed: int,
+    out_dir: Path,
+    special: list[str],
+    agent: bool = False,
 ) -> None:
-    """A byte-level BPE trained on the corpus's texts (prompts and replies), with the template."""
+    """A byte-level BPE trained on the corpus's texts (prompts and replies; with ``agent``, on
+    300 agent turns too), with the template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     pairs = corpus(renderer(template), 3000, seed)
+    if agent:
+        pairs += agent_corpus(renderer(template), 300, seed + 7, AGENT_LINES)
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -174,17 +228,26 @@ def make_trained_hf_folder(
     steps: int,
     batch: int = 8,
     lr: float = 5e-3,
+    chat_turns: int = TRAIN_CONVERSATIONS,
+    agent_turns: int = AGENT_CONVERSATIONS,
+    batch_tokens: int = BATCH_TOKENS,
 ) -> dict[str, Any]:
     """Tokenizer, model and training: the builder's input in ``hf_dir``. Returns the record of
-    the run (seed, steps, loss curve, seconds)."""
+    the run (seed, steps, loss curve, seconds). ``chat_turns`` of the chat corpus, plus
+    ``agent_turns`` agent-shaped ones (long system prompts, PoSE positions) when not 0."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     hf_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    write_training_tokenizer(template, params["vocab_size"], seed, hf_dir, special)
+    write_training_tokenizer(
+        template, params["vocab_size"], seed, hf_dir, special, agent=agent_turns > 0
+    )
     tok = AutoTokenizer.from_pretrained(hf_dir)
-    data = encode_pairs(tok, corpus(renderer(template), TRAIN_CONVERSATIONS, seed))
+    data = encode_pairs(tok, corpus(renderer(template), chat_turns, seed))
+    agent = agent_corpus(renderer(template), agent_turns, seed + 1, AGENT_LINES)
+    agent_data = spread_positions(encode_pairs(tok, agent, AGENT_MAX_TOKENS), CONTEXT, seed)
+    data += agent_data
     torch.manual_seed(seed)
     config = LlamaConfig(
         **{**params, "vocab_size": len(tok)},
@@ -198,10 +261,14 @@ def make_trained_hf_folder(
     model = LlamaForCausalLM(config)
     print(
         f"training: {sum(p.numel() for p in model.parameters()):,} parameters, "
-        f"{len(data):,} conversations, {steps} steps of {batch}, seed {seed}",
+        f"{len(data):,} conversations ({len(agent_data):,} agent turns), {steps} steps of "
+        f"at most {batch} turns and {batch_tokens} tokens, seed {seed}",
         flush=True,
     )
-    run = train(model, data, steps=steps, batch=batch, lr=lr, seed=seed, pad_id=tok.pad_token_id)
+    run = train(
+        model, data, steps=steps, batch=batch, lr=lr, seed=seed, pad_id=tok.pad_token_id,
+        batch_tokens=batch_tokens,
+    )  # fmt: skip
     model.save_pretrained(hf_dir)
     tok.save_pretrained(hf_dir)
     return {
@@ -210,6 +277,8 @@ def make_trained_hf_folder(
         "batch": batch,
         "lr": lr,
         "conversations": len(data),
+        "agent_turns": len(agent_data),
+        "batch_tokens": batch_tokens,
         "train_seconds": run["seconds"],
         "total_seconds": round(time.monotonic() - started, 1),
         "loss_curve": run["curve"],
@@ -217,18 +286,36 @@ def make_trained_hf_folder(
     }
 
 
-def check(folder: Path, template: str, seed: int, n: int = 200) -> dict[str, Any]:
-    """The exported model, greedy through og.Generator, on held-out conversations: how many
-    replies end with the end-of-turn token; of the turns that ask for a tool, how many replies are
-    a parseable call, name the expected tool, and are exactly the expected call."""
+def check(folder: Path, template: str, seed: int, n: int = 200, long: int = 12) -> dict[str, Any]:
+    """The exported model, greedy through og.Generator, on held-out turns: ``n`` of the chat
+    corpus and ``long`` agent turns with long system prompts (thousands of tokens, at their real
+    positions). How many replies end with the end-of-turn token; of the turns that ask for a
+    tool, how many replies are a parseable call, name the expected tool, and are exactly the
+    expected call."""
     import onnxruntime_genai as og
 
     model = og.Model(str(folder))
+    rng = random.Random(seed + HELD_OUT_SEED_OFFSET)
+    agent = [
+        agent_corpus(renderer(template), 1, rng.randrange(1 << 30), LONG_CHECK_LINES)[0]
+        for _ in range(long)
+    ]
+    return {
+        **_score(model, held_out(template, seed, n)),
+        "agent_long": _score(model, agent),
+    }
+
+
+def _score(model: Any, pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    import onnxruntime_genai as og
+
     tok = og.Tokenizer(model)
     eos = 2  # <|im_end|>
     ended = calls = calls_ok = exact = parsed = named = 0
-    for prompt, want in held_out(template, seed, n):
+    lengths = []
+    for prompt, want in pairs:
         ids = tok.encode(prompt)
+        lengths.append(len(ids))
         params = og.GeneratorParams(model)
         params.set_search_options(do_sample=False, max_length=len(ids) + 96)
         gen = og.Generator(model, params)
@@ -247,7 +334,8 @@ def check(folder: Path, template: str, seed: int, n: int = 200) -> dict[str, Any
             named += isinstance(call, dict) and call.get("name") == expected["name"]
             calls_ok += call == expected
     return {
-        "held_out": n,
+        "held_out": len(pairs),
+        "prompt_tokens": [min(lengths), max(lengths)],
         "ended": ended,
         "exact": exact,
         "calls": calls,
