@@ -6,7 +6,7 @@ globally). Without npm these tests skip, saying so. Each client runs with its de
 only the base URL, a key and the model name are given, in a fresh home folder.
 
 They need a demo model that ends its turns, writes hermes ``<tool_call>``s and holds an agent's
-prompt (Codex's is about 24,000 tokens with the demo tokenizer, Claude Code's about 57,000);
+prompt (Codex's 19,285 tokens with the demo tokenizer, Claude Code's about 57,000 by default);
 with a smaller context they skip, saying why.
 """
 
