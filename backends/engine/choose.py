@@ -43,6 +43,7 @@ def strategy_factory(config: ModelConfig, slots: int) -> Callable[[LoadedModel],
                     model,
                     slots=slots,
                     prefill_chunk=config.prefill_chunk,
+                    step_tokens=config.step_tokens,
                     cache_size=config.cache_sequences,
                     kv_budget_mib=config.kv_cache_mib,
                 )

@@ -38,6 +38,10 @@ from backends.types import FinishReason, GeneratedToken, GenerationParams
 
 log = logging.getLogger("genai.batch")
 
+# The smallest prefill chunk a step budget leaves: even with many rows decoding, a newcomer's
+# prompt goes on being read, in chunks that are not yet much dearer per token than long ones.
+MIN_CHUNK = 16
+
 
 @dataclass
 class _Seq:
@@ -60,6 +64,7 @@ class BatchStrategy:
         kv: KVCache,
         *,
         prefill_chunk: int = 256,
+        step_tokens: int = 0,
         cache_size: int = 4,
         make_session: Any = None,
     ) -> None:
@@ -68,6 +73,7 @@ class BatchStrategy:
         self.kv = kv
         self.max_length = kv.capacity
         self.prefill_chunk = prefill_chunk
+        self.step_tokens = step_tokens  # 0: no budget, every chunk is prefill_chunk tokens
         self.slots = SlotTable(kv.slots, keep=cache_size)
         self.grammars = Grammars(
             model.folder.path / "tokenizer.json", decoder.spec.vocab_size, model.eos_token_ids
@@ -83,6 +89,7 @@ class BatchStrategy:
         *,
         slots: int,
         prefill_chunk: int = 256,
+        step_tokens: int = 0,
         cache_size: int = 4,
         kv_budget_mib: float | None = None,
     ) -> BatchStrategy:
@@ -123,6 +130,7 @@ class BatchStrategy:
             Decoder(spec, session, ort),
             kv,
             prefill_chunk=prefill_chunk,
+            step_tokens=step_tokens,
             cache_size=cache_size,
             make_session=make_session,
         )
@@ -160,7 +168,8 @@ class BatchStrategy:
         decoding = [s for s in self._active if s.next_token is not None]
         newcomer = next((s for s in self._active if s.pending), None)
         if newcomer is not None:
-            self._guarded([newcomer], self._prefill)
+            chunk = self._chunk_budget(len(decoding))
+            self._guarded([newcomer], lambda seqs: self._prefill(seqs, chunk))
         if decoding:
             self._guarded(decoding, self._decode)
 
@@ -208,9 +217,17 @@ class BatchStrategy:
             self.slots.exchange(seq.row, hole)
             seq.row = hole
 
-    def _prefill(self, seqs: list[_Seq]) -> None:
+    def _chunk_budget(self, decoding: int) -> int:
+        """Prompt tokens one prefill chunk may feed beside ``decoding`` decode rows: what the
+        step budget leaves (at least ``MIN_CHUNK``), all of ``prefill_chunk`` when none decodes
+        or there is no budget."""
+        if decoding == 0 or self.step_tokens <= 0:
+            return self.prefill_chunk
+        return min(self.prefill_chunk, max(self.step_tokens - decoding, MIN_CHUNK))
+
+    def _prefill(self, seqs: list[_Seq], budget: int) -> None:
         [seq] = seqs
-        n = chunk_length(len(seq.pending), self.prefill_chunk)
+        n = chunk_length(len(seq.pending), budget)
         chunk = seq.pending[:n]
         del seq.pending[:n]
         past, total = len(seq.tokens), len(seq.tokens) + len(chunk)
