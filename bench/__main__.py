@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "budget":
         from bench.step_budget import run_budget
 
-        print(run_budget(args.values, args.concurrency, args.rounds, args.requests, out=args.out))
+        arms = {f"step={v}": {"GENAI_STEP_TOKENS": str(v)} for v in args.values}
+        print(run_budget(arms, args.concurrency, args.rounds, args.requests, out=args.out))
         return 0
 
     if args.cmd == "embed":

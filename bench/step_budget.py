@@ -19,7 +19,7 @@ from bench.loadgen import Client, RequestSpec, run_load
 
 
 def run_budget(
-    values: list[int],
+    arms: dict[str, dict[str, str]],
     concurrency: list[int],
     rounds: int = 2,
     requests: int = 16,
@@ -28,6 +28,8 @@ def run_budget(
     shape: str = "smollm2-135m",
     out: Path | None = None,
 ) -> str:
+    """``arms``: name -> server settings beside the model and ``GENAI_SCHEDULER=batch``; the
+    first is the baseline."""
     import onnxruntime_genai as og
 
     from bench.models import ensure_models
@@ -37,7 +39,7 @@ def run_budget(
     model = ensure_models(shape)["int4"]
     prompts = PromptMaker(og.Tokenizer(og.Model(str(model))))
     env = {"GENAI_MODEL_DIR": str(model), "GENAI_SCHEDULER": "batch"}
-    servers = [ServerProcess(f"step={v}", env | {"GENAI_STEP_TOKENS": str(v)}) for v in values]
+    servers = [ServerProcess(name, env | more) for name, more in arms.items()]
     healthy = start_all(servers)
     rng, seed = random.Random(0), 50_000
     samples: dict[tuple[str, int], list[dict[str, Any]]] = {}
