@@ -27,8 +27,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"{cfg['sessions']} sessions {cfg['stagger']} s apart, one shared {cfg['prefix_tokens']}"
         f"-token system prompt, {cfg['turns']} turns each ({cfg['user_tokens']}-token user "
         f"messages, {cfg['reply_tokens']}-token answers), {cfg['rounds']} round(s) per arm, "
-        f"arms alternating; medians over rounds. Machine: {meta.get('cpu_model', '?')}, "
-        f"{meta.get('usable_cpus', '?')} usable CPUs.",
+        f"arms alternating; medians over rounds. Measured {meta.get('date_utc', '?')} on "
+        f"{meta.get('cpu_model', '?')}, {meta.get('usable_cpus', '?')} usable CPUs, "
+        f"onnxruntime-genai {meta.get('versions', {}).get('onnxruntime-genai', '?')}.",
         "",
         f"| measure | {OURS} | {PEER} | {OURS} ÷ {PEER} | target |",
         "|---|---|---|---|---|",
