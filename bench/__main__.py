@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--out", type=Path, help="output folder (default bench/results/agents-<time>)")
     a.add_argument("--docs", type=Path, help="table and plot folder (default docs/bench)")
     a.add_argument("--no-docs", action="store_true", help="write the table and plot only to --out")
+    a.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="another arm of this server with these settings, e.g. GENAI_STEP_TOKENS=0",
+    )
 
     b = sub.add_parser("budget", help="GENAI_STEP_TOKENS values side by side under load")
     b.add_argument("--values", type=_ints, default=[0, 32, 48, 64], help="first: the baseline")
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "agents":
-        from bench.agents import AgentConfig
+        from bench.agents import OURS, AgentConfig
         from bench.agents import run as run_agents
 
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -164,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                 setattr(acfg, name, getattr(args, name))
         if args.no_llama_server:
             acfg.llama_server = False
+        for variant in args.variant:
+            env = dict(item.split("=", 1) for item in variant.split(","))
+            acfg.variants[f"{OURS} {variant}"] = env
         if args.no_docs:
             acfg.docs = None
         acfg.command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -60,6 +60,8 @@ class AgentConfig:
     out: Path = ROOT / "bench" / "results" / "agents"
     docs: Path | None = ROOT / "docs" / "bench"  # where the table and plot go; None: not
     command: str = "python -m bench agents"
+    # More arms of this server, name -> settings (e.g. {"ours GENAI_STEP_TOKENS=0": {...}})
+    variants: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def smoke_config(cls, out: Path) -> AgentConfig:
@@ -229,7 +231,7 @@ def run(cfg: AgentConfig) -> dict[str, Any]:
     from bench import machine
     from bench.agents_report import write
     from bench.raw import usable_cpus
-    from bench.server import ServerProcess
+    from bench.server import ServerProcess, start_all
 
     threads = usable_cpus()
     model = DEMO if cfg.smoke else _model(cfg.shape)
@@ -240,16 +242,20 @@ def run(cfg: AgentConfig) -> dict[str, Any]:
         "availability": {},
         "rounds": [],
     }
-    ours = ServerProcess(OURS, {"GENAI_MODEL_DIR": str(model)})
+    mine = [ServerProcess(OURS, {"GENAI_MODEL_DIR": str(model)})] + [
+        ServerProcess(name, {"GENAI_MODEL_DIR": str(model), **env})
+        for name, env in cfg.variants.items()
+    ]
     servers: dict[str, Any] = {}
     clients: dict[str, Client] = {}
     try:
-        ours.start()
-        if not ours.wait_ready():
-            raise RuntimeError(f"our server did not start: {ours.error}")
-        servers[OURS] = ours
-        clients[OURS] = Client(ours.url, protocol="openai")
-        asyncio.run(_probe(clients[OURS]))
+        healthy = start_all(mine)
+        servers.update((s.name, s) for s in healthy)
+        if len(healthy) != len(mine):
+            raise RuntimeError("; ".join(f"{s.name}: {s.error}" for s in mine if s.error))
+        for s in mine:
+            clients[s.name] = Client(s.url, protocol="openai")
+            asyncio.run(_probe(clients[s.name]))
         if cfg.llama_server:
             peer, why = _llama_server(cfg, model, threads, results)
             results["availability"][PEER] = why or "ok"
@@ -269,10 +275,8 @@ def run(cfg: AgentConfig) -> dict[str, Any]:
                 time.sleep(1.0)  # let the other server's spinning threads go idle
             results["rounds"].append(row)
     finally:
-        for srv in servers.values():
+        for srv in [*mine, *servers.values()]:
             srv.stop()
-        if OURS not in servers:
-            ours.stop()
     results["summary"] = {
         name: {
             key: _median([r[name][key] for r in results["rounds"] if r[name][key] is not None])

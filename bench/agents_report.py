@@ -52,6 +52,15 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(
             f"| {what} | {_fmt(ours, key)} | {_fmt(theirs, key)} | {ratio_s} | {verdict} |"
         )
+    others = [a for a in summary if a not in (OURS, PEER)]
+    if others:
+        lines += ["", f"| measure | {OURS} | " + " | ".join(others) + " |"]
+        lines.append("|---|---|" + "---|" * len(others))
+        for key, what, _ in TARGETS:
+            cells = [_fmt(summary[a].get(key), key) for a in others]
+            lines.append(
+                f"| {what} | {_fmt(summary[OURS].get(key), key)} | " + " | ".join(cells) + " |"
+            )
     if peer != "ok":
         lines += ["", f"llama-server: {peer}"]
     ours_rounds = [r[OURS] for r in results["rounds"] if OURS in r]
