@@ -48,6 +48,34 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--slo-tpot", type=float, help="seconds (default 0.1)")
     r.add_argument("--out", type=Path, help="output folder (default bench/results/<time>)")
 
+    a = sub.add_parser("agents", help="agent sessions sharing a long prefix, vs llama-server")
+    a.add_argument("--smoke", action="store_true", help="demo model, no llama-server, seconds")
+    a.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
+    a.add_argument("--sessions", type=int, help="sessions (default 4)")
+    a.add_argument("--prefix-tokens", type=int, help="shared system prompt, tokens (default 1024)")
+    a.add_argument("--turns", type=int, help="turns per session (default 3)")
+    a.add_argument("--stagger", type=float, help="seconds between session starts (default 1.5)")
+    a.add_argument("--user-tokens", type=int, help="each new user message, tokens (default 32)")
+    a.add_argument("--reply-tokens", type=int, help="each answer, tokens (default 32)")
+    a.add_argument("--rounds", type=int, help="runs of the workload per arm (default 2)")
+    a.add_argument("--no-llama-server", action="store_true", help="this server alone")
+    a.add_argument("--out", type=Path, help="output folder (default bench/results/agents-<time>)")
+    a.add_argument("--docs", type=Path, help="table and plot folder (default docs/bench)")
+    a.add_argument("--no-docs", action="store_true", help="write the table and plot only to --out")
+    a.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="another arm of this server with these settings, e.g. GENAI_STEP_TOKENS=0",
+    )
+
+    b = sub.add_parser("budget", help="GENAI_STEP_TOKENS values side by side under load")
+    b.add_argument("--values", type=_ints, default=[0, 32, 48, 64], help="first: the baseline")
+    b.add_argument("--concurrency", type=_ints, default=[1, 4, 8])
+    b.add_argument("--rounds", type=int, default=2)
+    b.add_argument("--requests", type=int, default=16, help="requests per level and round")
+    b.add_argument("--out", type=Path, help="write budget.json and budget.md here")
+
     rp = sub.add_parser("report", help="redo results.md and the plots from a results.json")
     rp.add_argument("folder", type=Path)
 
@@ -124,6 +152,39 @@ def main(argv: list[str] | None = None) -> int:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         cfg.out = args.out or ROOT / "bench" / "results" / ("smoke" if args.smoke else stamp)
         run(cfg)
+        return 0
+
+    if args.cmd == "agents":
+        from bench.agents import OURS, AgentConfig
+        from bench.agents import run as run_agents
+
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        out = args.out or ROOT / "bench" / "results" / f"agents-{stamp}"
+        acfg = AgentConfig.smoke_config(out) if args.smoke else AgentConfig(out=out)
+        acfg.shape = args.shape if not args.smoke else acfg.shape
+        for name in ("sessions", "prefix_tokens", "turns", "stagger", "user_tokens"):
+            if getattr(args, name) is not None:
+                setattr(acfg, name, getattr(args, name))
+        for name in ("reply_tokens", "rounds", "docs"):
+            if getattr(args, name) is not None:
+                setattr(acfg, name, getattr(args, name))
+        if args.no_llama_server:
+            acfg.llama_server = False
+        for variant in args.variant:
+            env = dict(item.split("=", 1) for item in variant.split(","))
+            acfg.variants[f"{OURS} {variant}"] = env
+        if args.no_docs:
+            acfg.docs = None
+        acfg.command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        run_agents(acfg)
+        print((out / "results.md").read_text())
+        return 0
+
+    if args.cmd == "budget":
+        from bench.step_budget import run_budget
+
+        arms = {f"step={v}": {"GENAI_STEP_TOKENS": str(v)} for v in args.values}
+        print(run_budget(arms, args.concurrency, args.rounds, args.requests, out=args.out))
         return 0
 
     if args.cmd == "embed":

@@ -53,6 +53,8 @@ class RequestResult:
     finish_reason: str | None = None
     server: dict[str, Any] | None = None  # the native API's own metrics, when given
     error: str | None = None
+    text: str = ""  # the generated text (a conversation's next turn appends it)
+    cached_tokens: int | None = None  # prompt tokens the server took from its cache, if said
 
     @property
     def tpot(self) -> float:
@@ -162,6 +164,9 @@ class Client:
             res.output_tokens = int(usage.get("completion_tokens", 0))
             res.prompt_tokens = int(usage.get("prompt_tokens", 0))
             res.finish_reason = data["choices"][0].get("finish_reason")
+            choice = data["choices"][0]
+            res.text = str(choice.get("text") or (choice.get("message") or {}).get("content") or "")
+            res.cached_tokens = _cached(usage)
             res.ttft = res.e2e
             self._timings(data, res)
 
@@ -192,6 +197,7 @@ class Client:
                 now = time.perf_counter()
                 text = self._piece(event, res)
                 if text:
+                    res.text += text
                     if pieces == 0:
                         res.ttft = now - t0
                     else:
@@ -215,6 +221,7 @@ class Client:
         if event.get("usage"):
             res.output_tokens = int(event["usage"].get("completion_tokens", 0))
             res.prompt_tokens = int(event["usage"].get("prompt_tokens", 0))
+            res.cached_tokens = _cached(event["usage"])
         self._timings(event, res)
         choices = event.get("choices") or []
         if not choices:
@@ -235,6 +242,14 @@ class Client:
                 "tokens_per_second": float(t.get("predicted_per_second", float("nan"))),
                 "timings": t,
             }
+
+
+def _cached(usage: dict[str, Any]) -> int | None:
+    """OpenAI's ``usage.prompt_tokens_details.cached_tokens`` (this server and llama-server
+    both report it), or None."""
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens")
+    return int(cached) if cached is not None else None
 
 
 def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict[str, float]:

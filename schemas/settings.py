@@ -43,6 +43,9 @@ ToolParserName = Literal[
     "auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json", "deepseek_v3"
 ]
 ReasoningParserName = Literal["auto", "none", "think", "mistral"]
+# The batch scheduler's step token budget (docs/configuration.md says how it was measured); the
+# same default as backends.config.ModelConfig.step_tokens.
+STEP_TOKENS_DEFAULT = 32
 MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
 
 
@@ -120,6 +123,16 @@ class ModelSettings(BaseSettings):
         "prefill_chunk",
         "Prompt tokens prefilled per scheduler step.",
         ge=16,
+    )
+    step_tokens: int = _setting(
+        STEP_TOKENS_DEFAULT,
+        "GENAI_STEP_TOKENS",
+        "step_tokens",
+        "batch scheduler: tokens one step may feed (vLLM's max_num_batched_tokens): beside n "
+        "decoding sequences a newcomer's prompt is prefilled in chunks of at most this minus "
+        "n tokens, so decoding never stalls behind a long prompt; 0: chunks of "
+        "GENAI_PREFILL_CHUNK.",
+        ge=0,
     )
     scheduler: SchedulerName = _setting(
         "auto",

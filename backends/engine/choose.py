@@ -47,6 +47,7 @@ def strategy_factory(
                     model,
                     slots=slots,
                     prefill_chunk=config.prefill_chunk,
+                    step_tokens=config.step_tokens,
                     cache_size=config.cache_sequences,
                     kv_budget_mib=config.kv_cache_mib,
                     store_mib=config.prefix_store_mib,

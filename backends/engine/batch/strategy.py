@@ -7,6 +7,14 @@ arrives mid-generation starts prefilling at the next step and joins the decode b
 as its prompt is in; a long prompt is fed in chunks, so it never freezes the others.
 ``InferenceSession.run`` releases the GIL, so the event loop streams while the model runs.
 
+A step has a token budget (``step_tokens``, vLLM's ``max_num_batched_tokens``): beside ``n``
+decoding rows, a prefill chunk feeds at most ``step_tokens - n`` prompt tokens (a prompt is
+cut into as few such chunks as hold it, of even size), so every decoding sequence gets a
+token each step while a long prompt is read. Such a step runs its chunk on a worker thread
+while its decode run goes on in this one (they write different positions), so it takes
+about the longer of the two, not their sum. With no row decoding, nobody waits: chunks of up
+to ``prefill_chunk`` tokens.
+
 The decode batch is the contiguous range of rows up to the highest one decoding, so the busy
 rows are kept at the bottom: a sequence in a row above a row that is not busy (a finished
 sequence's, or a prefix match's high up) swaps places with it, copying only the positions in
@@ -24,6 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +52,10 @@ from backends.models.loader import LoadedModel
 from backends.types import FinishReason, GeneratedToken, GenerationParams, PrefixStoreStats
 
 log = logging.getLogger("genai.batch")
+
+# The smallest prefill chunk a step budget leaves: even with many rows decoding, a newcomer's
+# prompt goes on being read, in chunks that are not yet much dearer per token than long ones.
+MIN_CHUNK = 16
 
 
 @dataclass
@@ -67,6 +80,7 @@ class BatchStrategy:
         kv: KVCache,
         *,
         prefill_chunk: int = 256,
+        step_tokens: int = 0,
         cache_size: int = 4,
         make_session: Any = None,
         store: PrefixStore | None = None,
@@ -77,6 +91,8 @@ class BatchStrategy:
         self.kv = kv
         self.max_length = kv.capacity
         self.prefill_chunk = prefill_chunk
+        self.step_tokens = step_tokens  # 0: no budget, every chunk is prefill_chunk tokens
+        self._worker: ThreadPoolExecutor | None = None  # feeds a prefill chunk beside a decode
         self.slots = SlotTable(kv.slots, keep=cache_size)
         self.sharing = PrefixSharing(kv, self.slots, store, share_min)
         self.grammars = Grammars(
@@ -93,6 +109,7 @@ class BatchStrategy:
         *,
         slots: int,
         prefill_chunk: int = 256,
+        step_tokens: int = 0,
         cache_size: int = 4,
         kv_budget_mib: float | None = None,
         store_mib: float = 0.0,
@@ -139,6 +156,7 @@ class BatchStrategy:
             Decoder(spec, session, ort),
             kv,
             prefill_chunk=prefill_chunk,
+            step_tokens=step_tokens,
             cache_size=cache_size,
             make_session=make_session,
             store=store,
@@ -179,10 +197,19 @@ class BatchStrategy:
         self._compact()
         decoding = [s for s in self._active if s.next_token is not None]
         newcomer = next((s for s in self._active if s.pending), None)
-        if newcomer is not None:
-            self._guarded([newcomer], self._prefill)
-        if decoding:
+        decoded = False
+
+        def decode() -> None:
+            nonlocal decoded
+            decoded = True
             self._guarded(decoding, self._decode)
+
+        if newcomer is not None:
+            chunk = self._chunk_budget(len(decoding))
+            beside = decode if decoding and self.step_tokens > 0 else None
+            self._guarded([newcomer], lambda seqs: self._prefill(seqs, chunk, beside))
+        if decoding and not decoded:
+            decode()
 
     def drop(self, job: Job, reason: FinishReason) -> None:
         for seq in self._active:
@@ -202,6 +229,8 @@ class BatchStrategy:
 
     def close(self) -> None:
         self.set_profiling(None)
+        if self._worker is not None:
+            self._worker.shutdown()
 
     # ---- internals -----------------------------------------------------------------------
     def _guarded(self, seqs: list[_Seq], run: Any) -> None:
@@ -240,20 +269,47 @@ class BatchStrategy:
             seq.tokens, seq.pending = list(prompt[:n]), list(prompt[n:])
             seq.job.cached_tokens, seq.exact = n, len(prompt)
 
-    def _prefill(self, seqs: list[_Seq]) -> None:
+    def _chunk_budget(self, decoding: int) -> int:
+        """Prompt tokens one prefill chunk may feed beside ``decoding`` decode rows: what the
+        step budget leaves (at least ``MIN_CHUNK``), all of ``prefill_chunk`` when none decodes
+        or there is no budget."""
+        if decoding == 0 or self.step_tokens <= 0:
+            return self.prefill_chunk
+        return min(self.prefill_chunk, max(self.step_tokens - decoding, MIN_CHUNK))
+
+    def _prefill(self, seqs: list[_Seq], budget: int, beside: Any = None) -> None:
+        """Feed the next chunk (at most ``budget`` tokens) of a newcomer's prompt into its row;
+        ``beside`` (the others' decode run) runs meanwhile on this thread, the chunk on the
+        worker thread: onnxruntime releases the GIL, and the two runs touch different
+        positions (the newcomer's row rides along in the decode run as a dummy whose one new
+        position is written just past this chunk)."""
         [seq] = seqs
-        n = chunk_length(len(seq.pending), self.prefill_chunk)
+        pieces = -(-len(seq.pending) // max(budget, 1))  # in even chunks: no short last run
+        n = chunk_length(len(seq.pending), -(-len(seq.pending) // pieces))
         chunk = seq.pending[:n]
         del seq.pending[:n]
         past, total = len(seq.tokens), len(seq.tokens) + len(chunk)
-        logits = self.decoder.run(
-            np.asarray([chunk], dtype=np.int64),
-            np.ones((1, total), dtype=np.int64),
-            np.arange(past, total, dtype=np.int64)[None, :],
-            self.kv,
-            (seq.row, seq.row + 1),
-        )
         seq.tokens += chunk
+
+        def feed() -> Any:
+            return self.decoder.run(
+                np.asarray([chunk], dtype=np.int64),
+                np.ones((1, total), dtype=np.int64),
+                np.arange(past, total, dtype=np.int64)[None, :],
+                self.kv,
+                (seq.row, seq.row + 1),
+            )
+
+        if beside is None:
+            logits = feed()
+        else:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="batch-prefill")
+            fed = self._worker.submit(feed)
+            try:
+                beside()
+            finally:
+                logits = fed.result()
         if not seq.pending:
             self._choose([seq], logits[:, -1, :])
 
