@@ -45,7 +45,7 @@ ToolParserName = Literal[
 ReasoningParserName = Literal["auto", "none", "think", "mistral"]
 # The batch scheduler's step token budget (docs/configuration.md says how it was measured); the
 # same default as backends.config.ModelConfig.step_tokens.
-STEP_TOKENS_DEFAULT = 32
+STEP_TOKENS_DEFAULT = 0
 MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
 
 

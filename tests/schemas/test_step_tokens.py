@@ -13,5 +13,5 @@ pytestmark = pytest.mark.unit
 
 
 def test_the_setting_and_the_core_share_the_default() -> None:
-    assert ModelConfig(Path("m")).step_tokens == STEP_TOKENS_DEFAULT > 0
-    assert Settings.load(step_tokens=0).model.step_tokens == 0
+    assert ModelConfig(Path("m")).step_tokens == STEP_TOKENS_DEFAULT
+    assert Settings.load(step_tokens=32).model.step_tokens == 32
