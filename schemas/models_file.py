@@ -62,6 +62,7 @@ class ModelEntry(BaseModel):
     scheduler: SchedulerName | None = None
     prefill_chunk: int | None = Field(None, ge=16)
     step_tokens: int | None = Field(None, ge=0)
+    prefill_overlap: bool | None = None
     cache_sequences: int | None = Field(None, ge=0)
     kv_cache_mib: float | None = Field(None, gt=0, le=MAX_KV_CACHE_MIB)
     prefix_share_min: int | None = Field(None, ge=0)
@@ -144,6 +145,7 @@ def model_fields(model: ModelSettings, entry: ModelEntry | None = None) -> dict[
         "scheduler": model.scheduler,
         "prefill_chunk": model.prefill_chunk,
         "step_tokens": model.step_tokens,
+        "prefill_overlap": model.prefill_overlap,
         "cache_sequences": model.cache_sequences,
         "kv_cache_mib": model.kv_cache_mib,
         "prefix_share_min": model.prefix_share_min,

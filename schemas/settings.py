@@ -134,6 +134,13 @@ class ModelSettings(BaseSettings):
         "GENAI_PREFILL_CHUNK.",
         ge=0,
     )
+    prefill_overlap: bool = _setting(
+        False,
+        "GENAI_PREFILL_OVERLAP",
+        "prefill_overlap",
+        "batch scheduler: a newcomer's prompt is prefilled on a worker thread while the "
+        "decoding sequences go on stepping, so none of them waits for it.",
+    )
     scheduler: SchedulerName = _setting(
         "auto",
         "GENAI_SCHEDULER",

@@ -48,6 +48,7 @@ def strategy_factory(
                     slots=slots,
                     prefill_chunk=config.prefill_chunk,
                     step_tokens=config.step_tokens,
+                    overlap=config.prefill_overlap,
                     cache_size=config.cache_sequences,
                     kv_budget_mib=config.kv_cache_mib,
                     store_mib=config.prefix_store_mib,

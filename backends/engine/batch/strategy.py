@@ -15,6 +15,13 @@ while its decode run goes on in this one (they write different positions), so it
 about the longer of the two, not their sum. With no row decoding, nobody waits: chunks of up
 to ``prefill_chunk`` tokens.
 
+Or a newcomer's prefill overlaps decoding (``overlap``): its chunk of up to ``prefill_chunk``
+tokens runs on the worker thread across as many steps as it takes, while the decode runs go
+on, step after step, in this thread; it joins the decode batch at the first step after its
+last chunk lands. No chunk is cut smaller than ``prefill_chunk`` and no step waits for one, so
+the decoding rows keep their pace and no run is added. While a chunk is in flight its row
+is left where it is: no row moves, and other rows copy from it only what it held before.
+
 The decode batch is the contiguous range of rows up to the highest one decoding, so the busy
 rows are kept at the bottom: a sequence in a row above a row that is not busy (a finished
 sequence's, or a prefix match's high up) swaps places with it, copying only the positions in
@@ -32,7 +39,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +77,15 @@ class _Seq:
     next_token: int | None = None  # chosen and passed on, not yet fed to the model
 
 
+@dataclass
+class _InFlight:
+    """A prefill chunk running on the worker thread while decode steps go on."""
+
+    seq: _Seq
+    past: int  # positions its row held before the chunk: all another row may copy yet
+    future: Future[Any]
+
+
 class BatchStrategy:
     name = "batch"
 
@@ -81,6 +97,7 @@ class BatchStrategy:
         *,
         prefill_chunk: int = 256,
         step_tokens: int = 0,
+        overlap: bool = False,
         cache_size: int = 4,
         make_session: Any = None,
         store: PrefixStore | None = None,
@@ -92,7 +109,9 @@ class BatchStrategy:
         self.max_length = kv.capacity
         self.prefill_chunk = prefill_chunk
         self.step_tokens = step_tokens  # 0: no budget, every chunk is prefill_chunk tokens
+        self.overlap = overlap  # a newcomer's prefill runs beside decode steps, not in one
         self._worker: ThreadPoolExecutor | None = None  # feeds a prefill chunk beside a decode
+        self._inflight: _InFlight | None = None
         self.slots = SlotTable(kv.slots, keep=cache_size)
         self.sharing = PrefixSharing(kv, self.slots, store, share_min)
         self.grammars = Grammars(
@@ -110,6 +129,7 @@ class BatchStrategy:
         slots: int,
         prefill_chunk: int = 256,
         step_tokens: int = 0,
+        overlap: bool = False,
         cache_size: int = 4,
         kv_budget_mib: float | None = None,
         store_mib: float = 0.0,
@@ -157,6 +177,7 @@ class BatchStrategy:
             kv,
             prefill_chunk=prefill_chunk,
             step_tokens=step_tokens,
+            overlap=overlap,
             cache_size=cache_size,
             make_session=make_session,
             store=store,
@@ -194,9 +215,12 @@ class BatchStrategy:
         self._active.append(seq)
 
     def step(self) -> None:
-        self._compact()
+        if self._inflight is None:
+            self._compact()
         decoding = [s for s in self._active if s.next_token is not None]
-        newcomer = next((s for s in self._active if s.pending), None)
+        newcomer = None
+        if self._inflight is None:
+            newcomer = next((s for s in self._active if s.pending), None)
         decoded = False
 
         def decode() -> None:
@@ -204,22 +228,30 @@ class BatchStrategy:
             decoded = True
             self._guarded(decoding, self._decode)
 
-        if newcomer is not None:
+        if newcomer is not None and self.overlap and decoding:
+            self._guarded([newcomer], self._launch)
+        elif newcomer is not None:
             chunk = self._chunk_budget(len(decoding))
             beside = decode if decoding and self.step_tokens > 0 else None
             self._guarded([newcomer], lambda seqs: self._prefill(seqs, chunk, beside))
         if decoding and not decoded:
             decode()
+        self._land(wait=not decoding)
 
     def drop(self, job: Job, reason: FinishReason) -> None:
         for seq in self._active:
             if seq.job is job:
+                if self._inflight is not None and self._inflight.seq is seq:
+                    past = self._inflight.past
+                    if not self._settle():  # its row is written to until the chunk lands
+                        del seq.tokens[past:]  # what the chunk wrote is not good
                 self._finish(seq, reason)
                 return
 
     def set_profiling(self, prefix: str | None) -> None:
         """ORT's own session profiling: a profiling session from now on, or back to the
         plain one (the profiling session then writes its file)."""
+        self._land(wait=True)  # no run in flight on the session being swapped
         current = self.decoder.session
         if prefix is not None and current is self._plain_session:
             self.decoder.session = self._make_session(prefix)
@@ -228,6 +260,7 @@ class BatchStrategy:
             self.decoder.session = self._plain_session
 
     def close(self) -> None:
+        self._settle()
         self.set_profiling(None)
         if self._worker is not None:
             self._worker.shutdown()
@@ -262,7 +295,7 @@ class BatchStrategy:
     def _share(self, seq: _Seq, *, first: bool) -> None:
         """Copy into ``seq``'s row the longest prefix of its prompt another row (busy or
         resident) or the prefix store holds, if longer than what the row holds."""
-        rows = [(s.row, s.tokens[: s.exact]) for s in self._active] + self.slots.shareable()
+        rows = [(s.row, self._written(s)) for s in self._active] + self.slots.shareable()
         prompt, held = seq.job.prompt_ids, len(seq.tokens)
         n = self.sharing.extend(seq.row, prompt, held, rows, exact=seq.exact, count=first)
         if n > held:
@@ -277,6 +310,40 @@ class BatchStrategy:
             return self.prefill_chunk
         return min(self.prefill_chunk, max(self.step_tokens - decoding, MIN_CHUNK))
 
+    def _written(self, seq: _Seq) -> list[int]:
+        """The exact prefix of ``seq``'s row another row may copy now: not the positions a
+        chunk in flight is still writing."""
+        held = seq.tokens[: seq.exact]
+        if self._inflight is not None and self._inflight.seq is seq:
+            return held[: self._inflight.past]
+        return held
+
+    def _next_chunk(self, seq: _Seq, budget: int) -> tuple[list[int], int]:
+        """Take the next chunk (at most ``budget`` tokens, prompts cut in even chunks: no
+        short last run) off ``seq``'s pending prompt; returns it and the positions before it."""
+        pieces = -(-len(seq.pending) // max(budget, 1))
+        n = chunk_length(len(seq.pending), -(-len(seq.pending) // pieces))
+        chunk = seq.pending[:n]
+        del seq.pending[:n]
+        past = len(seq.tokens)
+        seq.tokens += chunk
+        return chunk, past
+
+    def _feed(self, row: int, chunk: list[int], past: int) -> Any:
+        total = past + len(chunk)
+        return self.decoder.run(
+            np.asarray([chunk], dtype=np.int64),
+            np.ones((1, total), dtype=np.int64),
+            np.arange(past, total, dtype=np.int64)[None, :],
+            self.kv,
+            (row, row + 1),
+        )
+
+    def _submit(self, seq: _Seq, chunk: list[int], past: int) -> Future[Any]:
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="batch-prefill")
+        return self._worker.submit(self._feed, seq.row, chunk, past)
+
     def _prefill(self, seqs: list[_Seq], budget: int, beside: Any = None) -> None:
         """Feed the next chunk (at most ``budget`` tokens) of a newcomer's prompt into its row;
         ``beside`` (the others' decode run) runs meanwhile on this thread, the chunk on the
@@ -284,34 +351,45 @@ class BatchStrategy:
         positions (the newcomer's row rides along in the decode run as a dummy whose one new
         position is written just past this chunk)."""
         [seq] = seqs
-        pieces = -(-len(seq.pending) // max(budget, 1))  # in even chunks: no short last run
-        n = chunk_length(len(seq.pending), -(-len(seq.pending) // pieces))
-        chunk = seq.pending[:n]
-        del seq.pending[:n]
-        past, total = len(seq.tokens), len(seq.tokens) + len(chunk)
-        seq.tokens += chunk
-
-        def feed() -> Any:
-            return self.decoder.run(
-                np.asarray([chunk], dtype=np.int64),
-                np.ones((1, total), dtype=np.int64),
-                np.arange(past, total, dtype=np.int64)[None, :],
-                self.kv,
-                (seq.row, seq.row + 1),
-            )
-
+        chunk, past = self._next_chunk(seq, budget)
         if beside is None:
-            logits = feed()
+            logits = self._feed(seq.row, chunk, past)
         else:
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(1, thread_name_prefix="batch-prefill")
-            fed = self._worker.submit(feed)
+            fed = self._submit(seq, chunk, past)
             try:
                 beside()
             finally:
                 logits = fed.result()
         if not seq.pending:
             self._choose([seq], logits[:, -1, :])
+
+    def _launch(self, seqs: list[_Seq]) -> None:
+        """Start the next chunk (up to ``prefill_chunk`` tokens) of a newcomer's prompt on the
+        worker thread; :meth:`_land` takes its result at a later step."""
+        [seq] = seqs
+        chunk, past = self._next_chunk(seq, self.prefill_chunk)
+        self._inflight = _InFlight(seq, past, self._submit(seq, chunk, past))
+
+    def _land(self, *, wait: bool) -> None:
+        """Take the chunk in flight if it is done (or, with ``wait``, once it is): its row
+        then holds it, and after a prompt's last chunk its first token is chosen."""
+        inflight = self._inflight
+        if inflight is None or not (wait or inflight.future.done()):
+            return
+        self._inflight = None
+
+        def land(seqs: list[_Seq]) -> None:
+            logits = inflight.future.result()
+            if not inflight.seq.pending:
+                self._choose(seqs, logits[:, -1, :])
+
+        self._guarded([inflight.seq], land)
+
+    def _settle(self) -> bool:
+        """Wait for the chunk in flight, if any, and drop its result (its sequence ends);
+        whether it was fed."""
+        inflight, self._inflight = self._inflight, None
+        return inflight is None or inflight.future.exception() is None
 
     def _decode(self, seqs: list[_Seq]) -> None:
         rows = max(s.row for s in seqs) + 1
