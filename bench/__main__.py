@@ -74,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--concurrency", type=_ints, default=[1, 4, 8])
     b.add_argument("--rounds", type=int, default=2)
     b.add_argument("--requests", type=int, default=16, help="requests per level and round")
+    b.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="another arm: server settings A=1[,B=2], e.g. GENAI_PREFILL_OVERLAP=1",
+    )
     b.add_argument("--out", type=Path, help="write budget.json and budget.md here")
 
     rp = sub.add_parser("report", help="redo results.md and the plots from a results.json")
@@ -184,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench.step_budget import run_budget
 
         arms = {f"step={v}": {"GENAI_STEP_TOKENS": str(v)} for v in args.values}
+        for variant in args.variant:
+            arms[variant] = dict(item.split("=", 1) for item in variant.split(","))
         print(run_budget(arms, args.concurrency, args.rounds, args.requests, out=args.out))
         return 0
 
