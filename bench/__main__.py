@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--rows", type=_ints, default=[1, 2, 4, 8])
     st.add_argument("--threads", type=int, default=2)
 
+    ov = sub.add_parser("overlap", help="decode steps beside a prefill, by thread split")
+    ov.add_argument("--threads", type=int, default=2)
+    ov.add_argument("--prompt", type=int, default=128, help="prefill tokens")
+
     sub.add_parser("models", help="RSS per extra loaded model; adapter vs base TTFT")
     im = sub.add_parser("images", help="TTFT of a chat with an image vs the same text alone")
     im.add_argument("--reps", type=int, default=10)
@@ -240,6 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         from bench.transcribe import main as transcribe
 
         print(transcribe(args.shape, args.seconds, args.reps))
+        return 0
+
+    if args.cmd == "overlap":
+        from bench.models import ensure_models
+        from bench.overlap import overlap
+
+        print(overlap(ensure_models("smollm2-135m")["int4"], args.threads, args.prompt))
         return 0
 
     if args.cmd == "steps":

@@ -46,6 +46,8 @@ ReasoningParserName = Literal["auto", "none", "think", "mistral"]
 # The batch scheduler's step token budget (docs/configuration.md says how it was measured); the
 # same default as backends.config.ModelConfig.step_tokens.
 STEP_TOKENS_DEFAULT = 0
+# Likewise the overlapped prefill's, backends.config.ModelConfig.prefill_overlap.
+PREFILL_OVERLAP_DEFAULT = True
 MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
 
 
@@ -135,11 +137,12 @@ class ModelSettings(BaseSettings):
         ge=0,
     )
     prefill_overlap: bool = _setting(
-        False,
+        PREFILL_OVERLAP_DEFAULT,
         "GENAI_PREFILL_OVERLAP",
         "prefill_overlap",
-        "batch scheduler: a newcomer's prompt is prefilled on a worker thread while the "
-        "decoding sequences go on stepping, so none of them waits for it.",
+        "batch scheduler: a newcomer's prompt is prefilled on a worker thread, with half the "
+        "intra-op threads, while the decoding sequences go on stepping on the other half, so "
+        "none of them waits for it; GENAI_STEP_TOKENS applies only with this off.",
     )
     scheduler: SchedulerName = _setting(
         "auto",

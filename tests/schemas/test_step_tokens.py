@@ -1,4 +1,5 @@
-"""The step token budget's default is one figure: the server setting's and the core's."""
+"""The step token budget's and the overlapped prefill's defaults are one figure each: the
+server setting's and the core's."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backends.config import ModelConfig
-from schemas.settings import STEP_TOKENS_DEFAULT, Settings
+from schemas.settings import PREFILL_OVERLAP_DEFAULT, STEP_TOKENS_DEFAULT, Settings
 
 pytestmark = pytest.mark.unit
 
@@ -15,3 +16,5 @@ pytestmark = pytest.mark.unit
 def test_the_setting_and_the_core_share_the_default() -> None:
     assert ModelConfig(Path("m")).step_tokens == STEP_TOKENS_DEFAULT
     assert Settings.load(step_tokens=32).model.step_tokens == 32
+    assert ModelConfig(Path("m")).prefill_overlap is PREFILL_OVERLAP_DEFAULT
+    assert Settings.load(prefill_overlap=False).model.prefill_overlap is False

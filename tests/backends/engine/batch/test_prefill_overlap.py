@@ -5,6 +5,7 @@ output still equals the plain og.Generator loop token for token."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from typing import Any
 
@@ -15,20 +16,23 @@ from backends.core.service import InferenceService
 from backends.engine.batch.decoder import Decoder
 from backends.engine.batch.strategy import BatchStrategy
 from schemas.settings import DEMO_MODEL_DIR
-from tests.backends.engine.batch.test_step_budget import LONG, NEW, SHORT
+from tests.backends.engine.batch.test_step_budget import LONG, SHORT
 from tests.backends.engine.helpers import request, run, text
 
 pytestmark = pytest.mark.model
 
 HELD_STEPS = 3  # decode runs a prefill chunk waits for before it runs
+NEW = 160  # tokens each short prompt makes: they still decode while the long one is read
 
 
-def overlap_config(prefill_chunk: int = 256, cache_sequences: int = 0) -> ServiceConfig:
+def overlap_config(
+    prefill_chunk: int = 256, cache_sequences: int = 0, threads: int = 1
+) -> ServiceConfig:
     return ServiceConfig(
         ModelConfig(
             DEMO_MODEL_DIR,
             device="cpu",
-            intra_op_threads=1,
+            intra_op_threads=threads,
             scheduler="batch",
             prefill_chunk=prefill_chunk,
             prefill_overlap=True,
@@ -45,6 +49,7 @@ class HeldPrefill:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[tuple[str, int]] = []
+        self.sessions: set[tuple[str, int]] = set()  # (run kind, the session's id)
         self.held: list[bool] = []  # per held prefill: whether the decode runs came
         self._lock = threading.Lock()
         self._decodes = 0
@@ -53,6 +58,8 @@ class HeldPrefill:
 
         def spy(decoder: Decoder, input_ids: Any, *args: Any) -> Any:
             rows, new = input_ids.shape
+            with self._lock:
+                self.sessions.add(("decode" if new == 1 else "prefill", id(decoder.session)))
             if new == 1:
                 with self._lock:
                     self.calls.append(("decode", rows))
@@ -89,14 +96,20 @@ def long_prompt_while_others_decode(spy: HeldPrefill) -> Any:
     return body
 
 
-@pytest.mark.parametrize("prefill_chunk", [256, 48])
+@pytest.mark.parametrize(("prefill_chunk", "threads"), [(256, 1), (48, 1), (48, 2)])
 def test_a_prompt_fed_beside_decode_steps_equals_the_oracle(
-    oracle, monkeypatch: pytest.MonkeyPatch, prefill_chunk: int
+    oracle, monkeypatch: pytest.MonkeyPatch, prefill_chunk: int, threads: int
 ) -> None:
+    if threads > len(os.sched_getaffinity(0)):
+        pytest.skip(f"needs {threads} CPUs")
     expected = [oracle.greedy(p, NEW, NEW)[0] for p in SHORT] + [oracle.greedy(LONG, 8)[0]]
     spy = HeldPrefill(monkeypatch)
-    got = run(overlap_config(prefill_chunk), long_prompt_while_others_decode(spy))
+    got = run(overlap_config(prefill_chunk, threads=threads), long_prompt_while_others_decode(spy))
     assert got == expected
+    # With two threads, the overlapping runs use a second session (one thread each): the
+    # decode runs then go through both sessions, the prefills beside them through the second.
+    decode_sessions = {sid for kind, sid in spy.sessions if kind == "decode"}
+    assert len(decode_sessions) == threads
     # Every chunk of the long prompt ran beside decode runs that did not wait for it.
     assert spy.held and all(spy.held), spy.held
     chunks = [n for kind, n in spy.calls if kind == "prefill" and n > 8]

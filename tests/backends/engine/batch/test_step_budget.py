@@ -33,6 +33,7 @@ def budget_config(step_tokens: int, prefill_chunk: int = 256) -> ServiceConfig:
             scheduler="batch",
             prefill_chunk=prefill_chunk,
             step_tokens=step_tokens,
+            prefill_overlap=False,  # the budget applies to prefills that step with the decode
             cache_sequences=0,
         ),
         Limits(),
