@@ -80,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="another arm: server settings A=1[,B=2], e.g. GENAI_PREFILL_OVERLAP=1",
     )
+    b.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        help="another arm: NAME=PATH, a checkout of another commit of this server",
+    )
     b.add_argument("--out", type=Path, help="write budget.json and budget.md here")
 
     rp = sub.add_parser("report", help="redo results.md and the plots from a results.json")
@@ -196,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
         arms = {f"step={v}": {"GENAI_STEP_TOKENS": str(v)} for v in args.values}
         for variant in args.variant:
             arms[variant] = dict(item.split("=", 1) for item in variant.split(","))
-        print(run_budget(arms, args.concurrency, args.rounds, args.requests, out=args.out))
+        trees = {n: Path(p) for n, p in (tree.split("=", 1) for tree in args.tree)}
+        table = run_budget(
+            arms, args.concurrency, args.rounds, args.requests, out=args.out, trees=trees
+        )
+        print(table)
         return 0
 
     if args.cmd == "embed":

@@ -51,6 +51,7 @@ class ServerProcess:
     port: int = field(default_factory=free_port)
     args: list[str] = field(default_factory=list)
     log_level: str = "warning"
+    cwd: Path = ROOT  # the checkout whose main_genai.py runs: another one to compare commits
     proc: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     error: str | None = None
@@ -65,7 +66,7 @@ class ServerProcess:
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "main_genai.py", *self.args],
-            cwd=ROOT,
+            cwd=self.cwd,
             env=env,
             stdout=self.log,
             stderr=self.log,

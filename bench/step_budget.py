@@ -27,9 +27,11 @@ def run_budget(
     new_tokens: int = 64,
     shape: str = "smollm2-135m",
     out: Path | None = None,
+    trees: dict[str, Path] | None = None,
 ) -> str:
     """``arms``: name -> server settings beside the model and ``GENAI_SCHEDULER=batch``; the
-    first is the baseline."""
+    first is the baseline. ``trees``: more arms, name -> another checkout of this server (an
+    earlier commit, say) run with its own defaults, side by side with this one."""
     import onnxruntime_genai as og
 
     from bench.models import ensure_models
@@ -40,6 +42,7 @@ def run_budget(
     prompts = PromptMaker(og.Tokenizer(og.Model(str(model))))
     env = {"GENAI_MODEL_DIR": str(model), "GENAI_SCHEDULER": "batch"}
     servers = [ServerProcess(name, env | more) for name, more in arms.items()]
+    servers += [ServerProcess(name, env, cwd=tree) for name, tree in (trees or {}).items()]
     healthy = start_all(servers)
     rng, seed = random.Random(0), 50_000
     samples: dict[tuple[str, int], list[dict[str, Any]]] = {}
