@@ -59,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--reply-tokens", type=int, help="each answer, tokens (default 32)")
     a.add_argument("--rounds", type=int, help="runs of the workload per arm (default 2)")
     a.add_argument("--no-llama-server", action="store_true", help="this server alone")
+    a.add_argument(
+        "--llama-flash-attn",
+        choices=["off", "on", "auto"],
+        default="auto",
+        help="llama-server's --flash-attn (default: auto, its own default)",
+    )
     a.add_argument("--out", type=Path, help="output folder (default bench/results/agents-<time>)")
     a.add_argument("--docs", type=Path, help="table and plot folder (default docs/bench)")
     a.add_argument("--no-docs", action="store_true", help="write the table and plot only to --out")
@@ -178,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or ROOT / "bench" / "results" / f"agents-{stamp}"
         acfg = AgentConfig.smoke_config(out) if args.smoke else AgentConfig(out=out)
         acfg.shape = args.shape if not args.smoke else acfg.shape
+        acfg.llama_flash_attn = args.llama_flash_attn
         for name in ("sessions", "prefix_tokens", "turns", "stagger", "user_tokens"):
             if getattr(args, name) is not None:
                 setattr(acfg, name, getattr(args, name))

@@ -8,10 +8,10 @@ runs ``turns`` turns, each appending the previous answer and a new user message 
 Answers have a fixed length (``min_tokens`` = ``max_tokens`` on this server, ``ignore_eos`` on
 llama-server), greedy. The prefix is fresh for every run and arm (a new text from its first
 token), so no cache of an earlier run flatters either side. Both servers get the same thread
-count; llama-server gets one slot per session, flash attention off (its CPU default, on, was
-pathologically slow after long prompts here) and its defaults otherwise (its host-RAM prompt
-cache included), and the prompt as the token ids this server's chat template renders, so both
-read exactly the same tokens.
+count; llama-server gets one slot per session and its defaults otherwise (flash attention
+``auto`` unless ``--llama-flash-attn`` says otherwise, its host-RAM prompt cache included), and
+the prompt as the token ids this server's chat template renders, so both read exactly the same
+tokens.
 
 Reported per arm: the makespan, the TTFT p50 of new sessions' first turns (sessions after the
 first, whose prefix another session already holds), the TTFT p50 of later turns (a session's
@@ -56,6 +56,10 @@ class AgentConfig:
     rounds: int = 2  # runs of the workload per arm, arms alternating
     shape: str = "smollm2-135m"
     llama_server: bool = True
+    # llama-server's --flash-attn: "auto", its default. ("off" was used here for a while, after
+    # a run on a loaded machine where "auto" decoded 1.5 tokens/s after a long prompt; on a
+    # quiet machine "auto" is the faster of the two by far: docs/benchmarks.md.)
+    llama_flash_attn: str = "auto"
     smoke: bool = False
     seed: int = 0
     out: Path = ROOT / "bench" / "results" / "agents"
@@ -335,9 +339,7 @@ def _llama_server(
         threads=threads,
         parallel=cfg.sessions,
         ctx_per_slot=-(-need // 256) * 256,
-        # Its default flash attention (auto: on for the CPU) decoded at 1.5 tokens/s after a
-        # 1,000-token prompt with 4 slots here (138 with it off; 118 with one slot, fa on).
-        extra_args=["--flash-attn", "off"],
+        extra_args=["--flash-attn", cfg.llama_flash_attn],
     )
     results["versions_peers"] = {PEER: bins.info}
     srv.start()
