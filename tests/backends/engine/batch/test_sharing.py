@@ -23,7 +23,8 @@ from tests.conftest import metric
 
 pytestmark = pytest.mark.model
 
-N = 40  # tokens each answer has (EOS held back: the sources stay busy that long)
+N = 120  # tokens each answer has (EOS held back: the sources stay busy that long, also while
+# a newcomer's prefill runs beside their decode steps and the next prompt is on its way)
 Settings = dict[str, Any]
 OFF: Settings = {"prefix_share_min": 0, "cache_sequences": 0}
 BUSY_ROWS: Settings = {"prefix_share_min": 32, "cache_sequences": 0, "prefix_store_mib": 0}
