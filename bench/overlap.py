@@ -26,15 +26,13 @@ def overlap(folder: Path, threads: int = 2, prompt: int = 128, runs: int = 6) ->
     model = inspect_model_folder(folder)
     path = str(model.path / model.config["model"]["decoder"]["filename"])
 
-    def decoder(n: int) -> Decoder:
+    def session(n: int) -> Any:
         options = session_options(ort, model, n)
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        return Decoder(spec, session, ort)
+        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
-    probe = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    spec = read_spec(model, {i.name: i.type for i in probe.get_inputs()})
-    del probe
-    full, half = decoder(threads), decoder(max(1, threads // 2))
+    sessions = session(threads), session(max(1, threads // 2))
+    spec = read_spec(model, {i.name: i.type for i in sessions[0].get_inputs()})
+    full, half = (Decoder(spec, s, ort) for s in sessions)
     kv = KVCache(spec, ROWS + 1, HISTORY + prompt + 8, ort)
     ones = np.ones((1, HISTORY), dtype=np.int64)
     for row in range(ROWS + 1):

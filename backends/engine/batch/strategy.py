@@ -153,18 +153,15 @@ class BatchStrategy:
         decoder_cfg = model.folder.config["model"]["decoder"]
         path = str(model.folder.path / decoder_cfg["filename"])
 
-        def make_session(profile_prefix: str | None = None) -> Any:
-            options = session_options(ort, model.folder, model.threads)
+        def make_session(profile_prefix: str | None = None, threads: int = model.threads) -> Any:
+            options = session_options(ort, model.folder, threads)
             if profile_prefix is not None:
                 options.enable_profiling = True
                 options.profile_file_prefix = profile_prefix
             return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
         session = make_session()
-        half = None
-        if overlap and model.threads > 1:
-            options = session_options(ort, model.folder, max(1, model.threads // 2))
-            half = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        half = make_session(threads=model.threads // 2) if overlap and model.threads > 1 else None
         spec = read_spec(model.folder, {i.name: i.type for i in session.get_inputs()})
         capacity = capacity_for(spec, slots, model.max_length, kv_budget_mib)
         started = time.perf_counter()
