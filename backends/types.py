@@ -164,6 +164,20 @@ class ImageSource:
 
 
 @dataclass(frozen=True)
+class Transcript:
+    """What a model read and wrote for one earlier turn: the rendered prompt's text followed by
+    the generated tokens' text, and the tokens themselves (the prompt's, then the generated
+    ones). ``model`` is the name it was served under (token ids mean nothing to another
+    tokenizer); ``messages`` how many of a later chat's messages it covers (the earlier turn's
+    messages and its answer)."""
+
+    model: str
+    text: str
+    token_ids: tuple[int, ...] = field(repr=False)
+    messages: int = 0
+
+
+@dataclass(frozen=True)
 class ChatPrompt:
     """Chat messages, rendered with the model's chat template.
 
@@ -176,6 +190,10 @@ class ChatPrompt:
     tools: Sequence[Mapping[str, Any]] | None = None  # passed to the template
     template_args: Mapping[str, Any] | None = None  # extra template variables
     images: Sequence[ImageInput | ImageSource] = ()
+    # The earlier turn this chat continues: when the rendered text starts with its text, the
+    # prompt starts with its tokens exactly (the model's own, as it wrote them), and only the
+    # rest is tokenized; otherwise the chat is tokenized whole.
+    continues: Transcript | None = None
 
 
 @dataclass(frozen=True)

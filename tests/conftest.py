@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -106,11 +107,15 @@ class DirectGenerator:
         )
 
     def greedy(
-        self, prompt: str, max_new_tokens: int, min_new_tokens: int = 0
+        self, prompt: str | Sequence[int], max_new_tokens: int, min_new_tokens: int = 0
     ) -> tuple[str, list[int]]:
-        """Greedy tokens up to EOS or ``max_new_tokens``; EOS is masked for the first
-        ``min_new_tokens`` (og's ``min_length``), as a request's ``min_tokens`` does."""
-        ids = self.tokenizer.encode(prompt)
+        """Greedy tokens up to EOS or ``max_new_tokens`` after ``prompt`` (a text, or its token
+        ids); EOS is masked for the first ``min_new_tokens`` (og's ``min_length``), as a
+        request's ``min_tokens`` does."""
+        if isinstance(prompt, str):
+            ids = self.tokenizer.encode(prompt)
+        else:
+            ids = np.asarray(prompt, dtype=np.int32)
         params = self.og.GeneratorParams(self.model)
         params.set_search_options(
             max_length=len(ids) + max_new_tokens,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from backends.chat.template import TemplateSet, encode_chat, render_chat
+from backends.chat.template import Encode, TemplateSet, encode_chat, render_chat
 from backends.errors import InvalidRequest
 from backends.models.folder import ModelFolder
 from backends.models.loader import LoadedModel
@@ -73,13 +74,26 @@ def render_and_encode(
 
     if isinstance(prompt, ChatPrompt):
         text = render_chat(templates, prompt)
-        ids = encode_chat(encode, text, prompt, specials)
+        ids = continue_chat(encode, text, prompt, specials)
     else:
         text = prompt.text
         ids = encode(text)
     if not ids:
         raise InvalidRequest("The prompt is empty: it has no tokens.", param=param)
     return PreparedPrompt(text, ids)
+
+
+def continue_chat(
+    encode: Encode, text: str, prompt: ChatPrompt, specials: Sequence[str]
+) -> list[int]:
+    """The chat's tokens: when it continues an earlier turn whose text the rendering starts
+    with, that turn's tokens (prompt and answer exactly as the model read and wrote them, even
+    where the answer's text would tokenize otherwise), then the rest; else the whole text."""
+    earlier = prompt.continues
+    if earlier is None or not text.startswith(earlier.text):
+        return encode_chat(encode, text, prompt, specials)
+    later = replace(prompt, messages=prompt.messages[earlier.messages :], continues=None)
+    return [*earlier.token_ids, *encode_chat(encode, text[len(earlier.text) :], later, specials)]
 
 
 def prompt_chars(prompt: Prompt) -> int:

@@ -34,6 +34,7 @@ from backends.types import (
     PreparedPrompt,
     SequenceDelta,
     StartEvent,
+    Transcript,
     Usage,
 )
 
@@ -163,6 +164,7 @@ class RequestHandle:
         self._unread = len(choices)  # choices whose last piece the door has not read yet
         self._format = output_format  # how to split the output: calls, thinking
         self._outputs: dict[int, ChatOutput] = {}
+        self._written: dict[int, list[GeneratedToken]] = {}  # each choice's tokens, as read
 
     # ---- the owner thread's side ---------------------------------------------------------
     def sink(self, choice: Choice) -> Callable[[SequenceDelta | FinishEvent | StartEvent], None]:
@@ -214,6 +216,8 @@ class RequestHandle:
                 choice, event = await self._queue.get()
                 output = self._output(choice)
                 if isinstance(event, SequenceDelta):
+                    if event.token is not None:
+                        self._written.setdefault(choice.index, []).append(event.token)
                     split = output.feed(event.text) if output else OutputDelta(event.text)
                     yield ChoiceDelta(
                         choice.index,
@@ -286,6 +290,21 @@ class RequestHandle:
         completion = sum(c.generated for c in self.choices)
         images = sum(p.image_tokens for p in self.prompts)
         return Usage(self.prompt_tokens, completion, sum(cached.values()), images)
+
+    def transcript(self, index: int = 0) -> Transcript | None:
+        """What choice ``index`` read and wrote so far, for a later turn to continue exactly
+        (``ChatPrompt.continues``); None before its prompt was tokenized, and for a prompt
+        with images (their tokens stand for pixels a later turn would have to read again)."""
+        choice = next((c for c in self.choices if c.index == index), None)
+        if choice is None or not self.prompts:
+            return None
+        prompt = self.prompts[choice.prompt_index]
+        if prompt.image_tokens:
+            return None
+        written = self._written.get(index, [])
+        text = prompt.text + "".join(t.text for t in written)
+        ids = (*prompt.token_ids, *(t.token_id for t in written))
+        return Transcript(self.model, text, ids)
 
     def queue_time(self) -> float:
         """Seconds the request's sequences waited for a free slot (the longest wait of its

@@ -191,6 +191,7 @@ class InferenceService(ModelService):
         self._check_model(request.model)
         if not request.prompts or request.n < 1:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
+        request = self._own_transcripts(request)
         self._admit(request.choice_count)
         model, strategy = self._loaded()
         self.check_media(request)
@@ -354,6 +355,14 @@ class InferenceService(ModelService):
         for choice in choices:
             self._inflight[choice.id] = (choice, handle)
         return handle
+
+    def _own_transcripts(self, request: GenerationRequest) -> GenerationRequest:
+        """The request without an earlier turn's tokens that another model wrote (they mean
+        nothing to this tokenizer): its chat is then tokenized whole."""
+        chat = request.chat
+        if chat is None or chat.continues is None or chat.continues.model in self.names:
+            return request
+        return dataclasses.replace(request, prompt=dataclasses.replace(chat, continues=None))
 
     def _prepare(
         self,

@@ -67,7 +67,8 @@ async def create_response(
     body: ResponsesRequest, models: ModelsDep, store: StoreDep, request: Request
 ) -> ResponsesResponse | EventSourceResponse:
     turn = await state.begin(body, store)
-    core = serving.responses_request(body, request_id(request), turn.earlier_items())
+    earlier = turn.earlier_items()
+    core = serving.responses_request(body, request_id(request), earlier, turn.continues)
     handle = await models.submit(await load_media(request, core))
     return await answer(request, serving.RESPONSES, handle, turn, stream=body.stream)
 

@@ -9,6 +9,7 @@ renames and reshapes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -16,7 +17,7 @@ from typing import Any
 
 from backends.core.handle import RequestHandle
 from backends.core.request import ChatPrompt, GenerationRequest
-from backends.types import ImageSource
+from backends.types import ImageSource, Transcript
 from routes.door.answer import Door, Stream
 from routes.door.convert import sampling_params
 from routes.responses.builder import ResponseBuilder
@@ -40,10 +41,13 @@ PARAM_NAMES = {"prompt": "input", "max_tokens": "max_output_tokens", "guidance":
 
 # ---- requests ----------------------------------------------------------------------------------
 def responses_request(
-    body: ResponsesRequest, request_id: str, earlier: Sequence[Any] = ()
+    body: ResponsesRequest,
+    request_id: str,
+    earlier: Sequence[Any] = (),
+    continues: Transcript | None = None,
 ) -> GenerationRequest:
     """The core's request for ``body``, after the ``earlier`` items of the conversation it
-    continues (validated input items)."""
+    continues (validated input items) and the tokens the model read and wrote for them."""
     if body.hosted_tools:
         log.info(
             "request %s: hosted tools left out of the prompt (this server cannot run them): %s",
@@ -52,12 +56,16 @@ def responses_request(
         )
     functions = body.functions
     items = [*earlier, *body.input]
+    if continues is not None:  # it covers the earlier items' messages
+        covered = len(template_messages(body.instructions, earlier))
+        continues = dataclasses.replace(continues, messages=covered)
     return GenerationRequest(
         ChatPrompt(
             template_messages(body.instructions, items),
             tools=[template_tool(t) for t in functions] if functions else None,
             template_args=body.template_args,
             images=image_sources(items, len(earlier)),
+            continues=continues,
         ),
         sampling_params(body, json_schema=body.json_schema),
         max_tokens=body.max_output_tokens,
@@ -133,7 +141,7 @@ async def response(handle: RequestHandle, turn: Turn) -> ResponsesResponse:
     async for piece in handle:
         builder.feed(piece)
     done = builder.response()
-    await turn.keep(done)
+    await turn.keep(done, handle.transcript())
     return done
 
 
@@ -155,7 +163,7 @@ async def _events(
         for event in builder.feed(piece):
             yield event
     last = builder.end()
-    await turn.keep(last.response)
+    await turn.keep(last.response, handle.transcript())
     yield last
 
 

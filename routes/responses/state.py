@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter
 
 from backends.errors import GenAIError, InvalidRequest, StartupError
+from backends.types import Transcript
 from routes.door import ids
 from routes.responses.store import ResponseStore, StoredResponse, StoreLimits
 from schemas.responses import InputItem, ResponsesRequest, ResponsesResponse
@@ -67,18 +68,25 @@ class Turn:
     body: ResponsesRequest
     earlier: list[dict[str, Any]] = field(default_factory=list)
     store: ResponseStore | None = None
+    continues: Transcript | None = None  # the tokens the earlier turn read and wrote
 
     def earlier_items(self) -> list[Any]:
         """The earlier items as input items (the prompt is made of them, then the input)."""
         return [_ITEM.validate_python(item) for item in self.earlier]
 
-    async def keep(self, response: ResponsesResponse) -> None:
-        """Store the finished response with its input items (given ids where they had none);
-        one too large to store says so (``store: false``)."""
+    async def keep(self, response: ResponsesResponse, transcript: Transcript | None) -> None:
+        """Store the finished response with its input items (given ids where they had none)
+        and the tokens its model read and wrote; one too large to store says so (``store:
+        false``)."""
         if self.store is None:
             return
         items = [*self.earlier, *(_with_id(item) for item in self.body.input)]
-        stored = StoredResponse(response.id, response.model_dump(mode="json", by_alias=True), items)
+        tokens: dict[str, Any] | None = None
+        if transcript is not None:
+            ids = list(transcript.token_ids)
+            tokens = {"model": transcript.model, "text": transcript.text, "ids": ids}
+        body = response.model_dump(mode="json", by_alias=True)
+        stored = StoredResponse(response.id, body, items, tokens)
         if not await asyncio.to_thread(self.store.put, stored):
             response.store = False
 
@@ -87,6 +95,7 @@ async def begin(body: ResponsesRequest, store: ResponseStore) -> Turn:
     """The request's turn: the conversation ``previous_response_id`` names (a 400 when it is
     not stored), and where its response goes."""
     earlier: list[dict[str, Any]] = []
+    continues = None
     if body.previous_response_id is not None:
         previous = await asyncio.to_thread(store.get, body.previous_response_id)
         if previous is None:
@@ -95,7 +104,15 @@ async def begin(body: ResponsesRequest, store: ResponseStore) -> Turn:
                 param="previous_response_id",
             )
         earlier = previous.conversation()
-    return Turn(body, earlier, None if body.store is False else store)
+        continues = _transcript(previous.transcript)
+    return Turn(body, earlier, None if body.store is False else store, continues)
+
+
+def _transcript(kept: dict[str, Any] | None) -> Transcript | None:
+    """A stored transcript (None for a response stored without one, or by an older version)."""
+    if not kept:
+        return None
+    return Transcript(str(kept["model"]), str(kept["text"]), tuple(int(t) for t in kept["ids"]))
 
 
 async def stored(store: ResponseStore, response_id: str) -> StoredResponse:

@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS responses (
     id TEXT NOT NULL UNIQUE,
     expires REAL NOT NULL,                  -- seconds since the epoch
     bytes INTEGER NOT NULL,
-    body TEXT NOT NULL                      -- {"response": ..., "input": [...]}
+    body TEXT NOT NULL                      -- {"response": ..., "input": [...], "transcript"}
 );
 CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires);
 -- The table's count and bytes, kept by triggers: a write never scans the table.
@@ -60,6 +60,9 @@ class StoredResponse:
     id: str
     response: dict[str, Any]
     input: list[dict[str, Any]]
+    # What the model read and wrote for it ({"model", "text", "ids"}), for a response that
+    # continues it to start from exactly those tokens; None when it was not kept.
+    transcript: dict[str, Any] | None = None
 
     def conversation(self) -> list[dict[str, Any]]:
         """What a response that continues this one starts from: its input, then its output."""
@@ -108,7 +111,10 @@ class ResponseStore:
     def put(self, stored: StoredResponse) -> bool:
         """Keep ``stored`` (evicting the oldest past a bound); False when it alone is larger
         than the byte bound, and so is not kept."""
-        body = json.dumps({"response": stored.response, "input": stored.input})
+        kept: dict[str, Any] = {"response": stored.response, "input": stored.input}
+        if stored.transcript is not None:
+            kept["transcript"] = stored.transcript
+        body = json.dumps(kept)
         size = len(body.encode())
         limits = self.limits
         if size > limits.max_bytes:
@@ -150,7 +156,7 @@ class ResponseStore:
         if row is None:
             return None
         body = json.loads(row[0])
-        return StoredResponse(response_id, body["response"], body["input"])
+        return StoredResponse(response_id, body["response"], body["input"], body.get("transcript"))
 
     def delete(self, response_id: str) -> bool:
         """Forget the response; False when there was none to forget (unknown or expired)."""

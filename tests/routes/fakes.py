@@ -101,6 +101,10 @@ class FakeHandle:
     def queue_time(self) -> float:
         return self.queued
 
+    def transcript(self, index: int = 0) -> None:
+        """No tokens behind these pieces: nothing a later turn could continue exactly."""
+        return None
+
     async def result(self) -> Result:
         """The pieces folded per choice, as ``RequestHandle.result`` does."""
         results = {i: ChoiceResult(i) for i in range(self.n)}

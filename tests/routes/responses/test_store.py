@@ -4,6 +4,7 @@ survives being closed and opened again."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -49,6 +50,11 @@ def test_a_stored_response_comes_back_whole() -> None:
     assert s.get("resp_a") == kept
     assert kept.conversation() == [*kept.input, *kept.response["output"]]
     assert s.get("resp_b") is None
+    # With the tokens its model read and wrote.
+    transcript = {"model": "m", "text": "<s>é ✓ ok", "ids": [1, 2, 3]}
+    with_tokens = dataclasses.replace(kept, id="resp_t", transcript=transcript)
+    assert s.put(with_tokens)
+    assert s.get("resp_t") == with_tokens
 
 
 def test_it_expires_after_its_time_to_live() -> None:

@@ -6,6 +6,7 @@ survives a restart."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import time
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from openai.types.responses import Response as SDKResponse
@@ -131,6 +133,57 @@ def test_the_chained_prompt_continues_the_earlier_turns_tokens(
     cached = second["usage"]["input_tokens_details"]["cached_tokens"]
     # All of it but, when the turn ended at the limit, the last token (never fed).
     assert cached >= len(prompt) + len(generated) - 1
+
+
+def _split_one(oracle: DirectGenerator, ids: list[int]) -> tuple[int, list[int]] | None:
+    """The first of ``ids`` whose text the tokenizer would write as one token but which two
+    other tokens also spell: (its index, those two), a tokenization the tokenizer never makes."""
+    for i, token in enumerate(ids):
+        text = oracle.tokenizer.decode(np.asarray([token], dtype=np.int32))
+        if len(text) < 2 or text[0] == " ":
+            continue
+        pieces = [int(t) for t in oracle.tokenizer.encode(text[0])]
+        pieces += [int(t) for t in oracle.tokenizer.encode(text[1:])]
+        if len(pieces) == 2 and oracle.tokenizer.decode(np.asarray(pieces, np.int32)) == text:
+            return i, pieces
+    return None
+
+
+def test_the_chained_prompt_keeps_the_tokens_the_model_wrote(
+    client: TestClient, oracle: DirectGenerator
+) -> None:
+    """The chained prompt starts with the tokens the earlier turn read and wrote, as they were
+    (the stored transcript), not with its answer's text tokenized again: here the answer's
+    tokens are rewritten in the store as a spelling the tokenizer never makes, and the chained
+    prompt reads that spelling; its greedy answer is the oracle's on those very tokens. A
+    transcript of another model is not used."""
+    store = client.app.state.responses  # type: ignore[attr-defined]
+    first = create(client, input=TURNS[0], temperature=0, max_output_tokens=12)
+    kept = store.get(first["id"])
+    prompt_tokens = first["usage"]["input_tokens"]
+    ids = kept.transcript["ids"]
+    assert kept.transcript["model"] == first["model"]
+    assert len(ids) == prompt_tokens + first["usage"]["output_tokens"]
+    found = _split_one(oracle, ids[prompt_tokens:])
+    assert found is not None, f"no answer token of {ids[prompt_tokens:]} has a two-token spelling"
+    at, pieces = found
+    at += prompt_tokens
+    respelled = [*ids[:at], *pieces, *ids[at + 1 :]]
+    whole = create(client, input=[user(TURNS[0]), *first["output"], user(TURNS[1])], **GREEDY)
+
+    for model, expected in ((first["model"], respelled), ("another-model", None)):
+        transcript = {**kept.transcript, "ids": respelled, "model": model}
+        store.put(dataclasses.replace(kept, transcript=transcript))
+        chained = create(client, input=TURNS[1], previous_response_id=first["id"], **GREEDY)
+        read = store.get(chained["id"]).transcript["ids"][: chained["usage"]["input_tokens"]]
+        if expected is None:  # tokenized whole, as the conversation sent whole is
+            assert chained["usage"]["input_tokens"] == whole["usage"]["input_tokens"]
+            assert text_of(chained) == text_of(whole)
+            continue
+        assert read[: len(expected)] == expected
+        assert chained["usage"]["input_tokens"] == whole["usage"]["input_tokens"] + 1
+        text, _ = oracle.greedy(read, 8, 8)
+        assert text_of(chained) == text
 
 
 def test_instructions_are_not_carried_over(client: TestClient) -> None:
