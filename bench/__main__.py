@@ -60,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--rounds", type=int, help="runs of the workload per arm (default 2)")
     a.add_argument("--no-llama-server", action="store_true", help="this server alone")
     a.add_argument(
+        "--responses",
+        action="store_true",
+        help="one more arm: this server on the Responses API, turns chained by "
+        "previous_response_id",
+    )
+    a.add_argument(
         "--llama-flash-attn",
         choices=["off", "on", "auto"],
         default="auto",
@@ -193,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                 setattr(acfg, name, getattr(args, name))
         if args.no_llama_server:
             acfg.llama_server = False
+        acfg.responses = args.responses
         for variant in args.variant:
             env = dict(item.split("=", 1) for item in variant.split(","))
             acfg.variants[f"{OURS} {variant}"] = env

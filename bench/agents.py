@@ -13,6 +13,10 @@ count; llama-server gets one slot per session and its defaults otherwise (flash 
 the prompt as the token ids this server's chat template renders, so both read exactly the same
 tokens.
 
+With ``responses``, one more arm runs on this server: the same conversations on the Responses
+API, each later turn sending only its new message with ``previous_response_id``, as agents on
+that API do (the server keeps the conversation, and the tokens the model wrote).
+
 Reported per arm: the makespan, the TTFT p50 of new sessions' first turns (sessions after the
 first, whose prefix another session already holds), the TTFT p50 of later turns (a session's
 own history), the inter-token latency median and p99, and the cached prompt tokens the server
@@ -34,6 +38,7 @@ from bench.models import DEMO, ROOT
 from bench.prompts import PromptMaker, words
 
 OURS, PEER = "ours", "llama-server"
+RESPONSES = "ours, Responses API"  # the same server, each turn chained by previous_response_id
 # (key, what it is, ratio target ours ÷ llama-server); the issue's targets.
 TARGETS: list[tuple[str, str, float | None]] = [
     ("makespan_s", "makespan", 0.7),
@@ -67,6 +72,9 @@ class AgentConfig:
     command: str = "python -m bench agents"
     # More arms of this server, name -> settings (e.g. {"ours GENAI_STEP_TOKENS=0": {...}})
     variants: dict[str, dict[str, str]] = field(default_factory=dict)
+    # One more arm on this server: the Responses API, each later turn sending only its new
+    # message with previous_response_id (the server keeps the conversation and its tokens).
+    responses: bool = False
 
     @classmethod
     def smoke_config(cls, out: Path) -> AgentConfig:
@@ -119,9 +127,12 @@ class Workload:
         """The history, the previous answer and a new user message."""
         return [*history, {"role": "assistant", "content": answer}, self.user(session, turn)]
 
-    def spec(self, messages: list[dict[str, str]], client: Client) -> RequestSpec:
+    def spec(
+        self, messages: list[dict[str, str]], client: Client, previous: str | None = None
+    ) -> RequestSpec:
+        """The request for ``messages``; on the Responses API, continuing ``previous``."""
         ids = self.prompts.render(messages) if client.protocol == "completions" else None
-        return RequestSpec(messages, self.cfg.reply_tokens, prompt_ids=ids)
+        return RequestSpec(messages, self.cfg.reply_tokens, ids, previous_response=previous)
 
 
 @dataclass
@@ -160,10 +171,11 @@ async def run_workload(client: Client, http: Any, work: Workload) -> dict[str, A
 
     async def session(i: int) -> list[Turn]:
         await asyncio.sleep(i * cfg.stagger)
-        messages, turns = work.opening(i), []
+        messages, turns, previous = work.opening(i), [], None
         for k in range(cfg.turns):
             sent = time.perf_counter() - t0
-            res = await client.request(http, work.spec(messages, client), stream=True)
+            res = await client.request(http, work.spec(messages, client, previous), stream=True)
+            previous = res.response_id
             turns.append(_turn(i, k, sent, res))
             if not res.ok:
                 break
@@ -207,14 +219,14 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def ratios(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Ours ÷ llama-server per figure: the median over rounds of each round's ratio (both
-    arms measured in the same round), with its target and whether it is met."""
+def ratios(rounds: list[dict[str, dict[str, Any]]], arm: str = OURS) -> dict[str, dict[str, Any]]:
+    """``arm`` (ours) ÷ llama-server per figure: the median over rounds of each round's ratio
+    (both arms measured in the same round), with its target and whether it is met."""
     out: dict[str, dict[str, Any]] = {}
     for key, _, target in TARGETS:
         per_round = []
         for r in rounds:
-            ours, peer = r.get(OURS, {}).get(key), r.get(PEER, {}).get(key)
+            ours, peer = r.get(arm, {}).get(key), r.get(PEER, {}).get(key)
             if ours is not None and peer and peer == peer and ours == ours:
                 per_round.append(ours / peer)
         value = _median(per_round)
@@ -261,6 +273,10 @@ def run(cfg: AgentConfig) -> dict[str, Any]:
         for s in mine:
             clients[s.name] = Client(s.url, protocol="openai")
             asyncio.run(_probe(clients[s.name]))
+        for s in mine if cfg.responses else ():  # as an agent on the Responses API talks
+            name = RESPONSES + s.name[len(OURS) :]
+            clients[name] = Client(s.url, protocol="responses")
+            asyncio.run(_probe(clients[name]))
         if cfg.llama_server:
             peer, why = _llama_server(cfg, model, threads, results)
             results["availability"][PEER] = why or "ok"
@@ -290,6 +306,9 @@ def run(cfg: AgentConfig) -> dict[str, Any]:
         for name in clients
     }
     results["ratios"] = ratios(results["rounds"])
+    results["ratios_by_arm"] = {
+        name: ratios(results["rounds"], name) for name in clients if name not in (OURS, PEER)
+    }
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / "results.json").write_text(json.dumps(results, indent=2, default=str))
     write(results, cfg.out, cfg.docs)

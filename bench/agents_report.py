@@ -19,6 +19,12 @@ def _fmt(value: Any, key: str) -> str:
     return f"{value:.2f} s"
 
 
+def _ratio(by_arm: dict[str, Any], arm: str, key: str) -> str:
+    """`` (0.42×)``: the arm's figure ÷ llama-server's, when both were measured."""
+    ratio = by_arm.get(arm, {}).get(key, {}).get("ratio", float("nan"))
+    return "" if ratio != ratio else f" ({ratio:.2f}×)"
+
+
 def markdown(results: dict[str, Any]) -> str:
     cfg, meta = results["config"], results["meta"]
     summary, ratios = results["summary"], results["ratios"]
@@ -54,10 +60,13 @@ def markdown(results: dict[str, Any]) -> str:
         )
     others = [a for a in summary if a not in (OURS, PEER)]
     if others:
+        by_arm = results.get("ratios_by_arm", {})
+        if any(by_arm.values()):
+            lines += ["", "In brackets: the arm's figure ÷ llama-server's, medians over rounds."]
         lines += ["", f"| measure | {OURS} | " + " | ".join(others) + " |"]
         lines.append("|---|---|" + "---|" * len(others))
         for key, what, _ in TARGETS:
-            cells = [_fmt(summary[a].get(key), key) for a in others]
+            cells = [_fmt(summary[a].get(key), key) + _ratio(by_arm, a, key) for a in others]
             lines.append(
                 f"| {what} | {_fmt(summary[OURS].get(key), key)} | " + " | ".join(cells) + " |"
             )

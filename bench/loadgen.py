@@ -1,6 +1,6 @@
 """The project's own async load generator (httpx), for this server or any OpenAI-compatible one.
 
-Three request protocols:
+Four request protocols:
 - ``native``: this server's ``/v1/chat`` (JSON) and ``/v1/chat/stream`` (SSE ``{"token": ...}``,
   then ``{"done": true, "metrics": {...}}``);
 - ``openai``: ``/v1/chat/completions`` (works against llama-server, vLLM, ...), with
@@ -8,7 +8,11 @@ Three request protocols:
 - ``completions``: OpenAI ``/v1/completions`` with the prompt as token ids when the request has
   them (llama-server accepts ids: the peer then sees exactly the other arms' prompt tokens),
   else the last message's text; ``Client.extra`` adds server-specific fields (llama-server's
-  ``ignore_eos``), and llama-server's ``timings`` become the result's server metrics.
+  ``ignore_eos``), and llama-server's ``timings`` become the result's server metrics;
+- ``responses``: OpenAI ``/v1/responses``, the system message as ``instructions``; a request
+  that names the response it continues (``RequestSpec.previous_response``) sends only the
+  messages after the last answer, with ``previous_response_id``, as an agent on the Responses
+  API does; the response's id comes back in the result.
 
 Two arrival patterns: a fixed number of requests in flight (closed loop) and Poisson arrivals
 at a given rate (open loop). Each request records client-side TTFT, the gaps between streamed
@@ -39,6 +43,7 @@ class RequestSpec:
     messages: list[dict[str, str]]
     max_tokens: int
     prompt_ids: list[int] | None = None  # the rendered prompt (``completions`` protocol)
+    previous_response: str | None = None  # the response it continues (``responses`` protocol)
 
 
 @dataclass
@@ -55,6 +60,7 @@ class RequestResult:
     error: str | None = None
     text: str = ""  # the generated text (a conversation's next turn appends it)
     cached_tokens: int | None = None  # prompt tokens the server took from its cache, if said
+    response_id: str | None = None  # the ``responses`` protocol's response id
 
     @property
     def tpot(self) -> float:
@@ -75,7 +81,7 @@ class Client:
     """One target server: base URL, protocol and what it accepts."""
 
     url: str
-    protocol: str = "native"  # "native" | "openai" | "completions"
+    protocol: str = "native"  # "native" | "openai" | "completions" | "responses"
     model: str | None = None
     min_tokens: bool = False  # send min_tokens = max_tokens (OpenAI protocol, if accepted)
     timeout: float = 600.0
@@ -89,6 +95,8 @@ class Client:
         }
         if self.protocol == "native":
             return ("/v1/chat/stream" if stream else "/v1/chat"), body
+        if self.protocol == "responses":
+            return "/v1/responses", self._responses_body(spec, stream)
         path = "/v1/chat/completions"
         if self.protocol == "completions":
             path = "/v1/completions"
@@ -106,6 +114,29 @@ class Client:
         body.update(self.extra)
         return path, body
 
+    def _responses_body(self, spec: RequestSpec, stream: bool) -> dict[str, Any]:
+        messages = spec.messages
+        if spec.previous_response is not None:  # the server holds the rest
+            last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+            messages = messages[last + 1 :]
+        system = [m["content"] for m in spec.messages if m["role"] == "system"]
+        body: dict[str, Any] = {
+            "input": [m for m in messages if m["role"] != "system"],
+            "max_output_tokens": spec.max_tokens,
+            "temperature": 0.0,
+            "stream": stream,
+        }
+        if system:
+            body["instructions"] = "\n".join(system)
+        if spec.previous_response is not None:
+            body["previous_response_id"] = spec.previous_response
+        if self.model:
+            body["model"] = self.model
+        if self.min_tokens:
+            body["min_tokens"] = spec.max_tokens
+        body.update(self.extra)
+        return body
+
     async def probe(self, http: httpx.AsyncClient) -> dict[str, Any]:
         """Find the model name and whether ``min_tokens`` is accepted (OpenAI protocol)."""
         info: dict[str, Any] = {"protocol": self.protocol}
@@ -118,7 +149,7 @@ class Client:
             except Exception:  # a server without /v1/models
                 self.model = None
         spec = RequestSpec([{"role": "user", "content": "hi"}], 2)
-        self.min_tokens = self.protocol == "openai"
+        self.min_tokens = self.protocol in ("openai", "responses")
         for _ in range(3):
             res = await self.request(http, spec, stream=False)
             if res.ok:
@@ -159,6 +190,11 @@ class Client:
             res.output_tokens = int(m["output_tokens"])
             res.prompt_tokens = int(m["input_tokens"])
             res.ttft = float(m["ttft"])  # not observable by a non-streaming client
+        elif self.protocol == "responses":
+            self._response(data, res)
+            res.ttft = res.e2e
+            texts = [c.get("text", "") for o in data["output"] for c in o.get("content") or ()]
+            res.text = "".join(texts)
         else:
             usage = data.get("usage") or {}
             res.output_tokens = int(usage.get("completion_tokens", 0))
@@ -209,7 +245,25 @@ class Client:
             res.output_tokens = pieces
         res.ok = True
 
+    @staticmethod
+    def _response(data: dict[str, Any], res: RequestResult) -> None:
+        """A Responses API response object's id, usage and end."""
+        usage = data.get("usage") or {}
+        res.response_id = data.get("id")
+        res.output_tokens = int(usage.get("output_tokens", 0))
+        res.prompt_tokens = int(usage.get("input_tokens", 0))
+        cached = (usage.get("input_tokens_details") or {}).get("cached_tokens")
+        res.cached_tokens = int(cached) if cached is not None else None
+        res.finish_reason = data.get("status")
+
     def _piece(self, event: dict[str, Any], res: RequestResult) -> str:
+        if self.protocol == "responses":
+            kind = event.get("type")
+            if kind == "error":
+                raise ValueError(f"error event: {json.dumps(event)[:200]}")
+            if kind in ("response.completed", "response.incomplete"):
+                self._response(event["response"], res)
+            return str(event.get("delta") or "") if kind == "response.output_text.delta" else ""
         if self.protocol == "native":
             if event.get("done"):
                 m = event["metrics"]

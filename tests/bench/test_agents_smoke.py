@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 def test_bench_agents_smoke(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "agents", "--smoke", "--out", str(tmp_path)],
+        [sys.executable, "-m", "bench", "agents", "--smoke", "--responses", "--out", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -31,5 +31,16 @@ def test_bench_agents_smoke(tmp_path: Path) -> None:
     assert ours["output_tokens"] == 4 * 4  # fixed-length answers
     assert ours["cached_tokens"] > 0  # later turns continue their own history
     assert ours["makespan_s"] > 0 and ours["later_ttft_p50_s"] > 0
+    # The Responses arm: the same conversations, later turns chained by previous_response_id.
+    chained = round_["ours, Responses API"]
+    assert chained["turns_ok"] == chained["turns"] == 4 and not chained["errors"]
+    assert chained["output_tokens"] == 4 * 4
+    later = [t for t in chained["raw"]["turns"] if t["turn"] > 0]
+    # Each later turn reads on from its own first turn's KV cache: all of that turn's prompt
+    # and answer but the last token (generated, never fed).
+    firsts = {t["session"]: t for t in chained["raw"]["turns"] if t["turn"] == 0}
+    for t in later:
+        first = firsts[t["session"]]
+        assert t["cached_tokens"] >= first["prompt_tokens"] + first["output_tokens"] - 1
     assert "| makespan |" in (tmp_path / "results.md").read_text()
     assert results["availability"]["llama-server"].startswith("not available")
