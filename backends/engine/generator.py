@@ -192,7 +192,10 @@ class GeneratorStrategy:
     ) -> Any:
         og = self.model.og
         params = og.GeneratorParams(self.og_model)
-        options: dict[str, Any] = {"max_length": capacity, "do_sample": not p.greedy}
+        # A sliding-window model's KV cache holds at least its window (the attention op
+        # refuses less); the sequence still ends at its own token limit.
+        window = min(self.model.folder.sliding_window, self.model.max_length)
+        options: dict[str, Any] = {"max_length": max(capacity, window), "do_sample": not p.greedy}
         if p.num_beams > 1:
             options.update(
                 num_beams=p.num_beams,

@@ -54,6 +54,13 @@ class ModelFolder:
         return int(model.get("context_length") or self.config.get("search", {}).get("max_length"))
 
     @property
+    def sliding_window(self) -> int:
+        """The decoder's attention window in tokens (0: none). onnxruntime's attention refuses a
+        KV cache smaller than the window, however short the sequence."""
+        decoder = self.config.get("model", {}).get("decoder", {})
+        return int((decoder.get("sliding_window") or {}).get("window_size") or 0)
+
+    @property
     def model_type(self) -> str:
         return str(self.config.get("model", {}).get("type", "unknown"))
 
