@@ -60,6 +60,17 @@ SHAPES: dict[str, dict[str, int]] = {
         "vocab_size": 1024,
         "max_position_embeddings": 65536,
     },
+    # Twice as wide (1.4M parameters, the same 1 KiB of KV cache a token): tried with --window
+    # (docs/models.md), not committed.
+    "demo-chat-256": {
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "vocab_size": 1024,
+        "max_position_embeddings": 65536,
+    },
     "smollm2-135m": {
         "hidden_size": 576,
         "intermediate_size": 1536,
@@ -140,6 +151,8 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # ChatML with Qwen2.5's tool calling (<tool_call> JSON), so the tiny models can be given
 # tools; without tools it renders exactly the plain ChatML turns.
 CHAT_TEMPLATE = (Path(__file__).resolve().parent / "chat_template.jinja").read_text()
+# The demo model's (--window): the tools listed after the conversation, within its window.
+DEMO_TEMPLATE = (Path(__file__).resolve().parent / "demo_chat_template.jinja").read_text()
 
 _WORDS = (
     "the a an of to in and is it that for on with as was by at from this be are or have not "
@@ -269,6 +282,8 @@ def build(
     train_steps: int = 0,
     mix: dict[str, int] | None = None,
 ) -> None:
+    mix = dict(mix or {})
+    template = DEMO_TEMPLATE if mix.get("window") else CHAT_TEMPLATE
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = Path(tmp) / "hf"
         record = None
@@ -276,10 +291,10 @@ def build(
             from scripts.train_demo import make_trained_hf_folder
 
             if arch != "llama":
-                raise SystemExit("--train-steps trains the Llama demo model only")
+                raise SystemExit("--train-steps trains the demo model only (--window: Mistral)")
             record = make_trained_hf_folder(
-                hf_dir, dict(SHAPES[shape]), CHAT_TEMPLATE, SPECIAL_TOKENS,
-                seed=seed, steps=train_steps, **(mix or {}),
+                hf_dir, dict(SHAPES[shape]), template, SPECIAL_TOKENS,
+                seed=seed, steps=train_steps, **mix,
             )  # fmt: skip
         else:
             make_hf_folder(hf_dir, shape, seed, init_range, arch)
@@ -288,7 +303,7 @@ def build(
         extra = ["int4_accuracy_level=4"] if precision == "int4" else []
         run_builder(hf_dir, out, precision, extra, cache_dir=Path(tmp) / "cache")
         if not (out / "chat_template.jinja").exists():
-            (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+            (out / "chat_template.jinja").write_text(template)
         # Keep the HF weights beside the ONNX export only on request (benchmarks against
         # transformers/llama.cpp need them); the committed demo model does not.
         if os.environ.get("KEEP_HF_DIR"):
@@ -296,7 +311,7 @@ def build(
     if record is not None:
         from scripts.train_demo import check
 
-        record["check"] = check(out, CHAT_TEMPLATE, seed)
+        record["check"] = check(out, template, seed)
         text = json.dumps(record, indent=1)
         (out / "training.json").write_text(text + "\n")
         print("training record (also in training.json):\n" + text)
@@ -338,11 +353,29 @@ def main() -> None:
         help="agent-shaped turns (long system prompts with tools, PoSE positions) to train on",
     )
     ap.add_argument("--batch-tokens", type=int, default=4096, help="most tokens in a batch")
+    ap.add_argument(
+        "--agent-lines",
+        default="4,16",
+        help="MIN,MAX lines of instructions in an agent turn's system prompt (default 4,16)",
+    )
+    ap.add_argument(
+        "--agent-max-tokens", type=int, default=2048, help="longer agent turns are dropped"
+    )
+    ap.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="train a Mistral-shaped demo model attending through a sliding window of this many"
+        " tokens, with the tools listed after the conversation (scripts/demo_chat_template.jinja)",
+    )
     args = ap.parse_args()
     mix = {
         "chat_turns": args.chat_turns,
         "agent_turns": args.agent_turns,
         "batch_tokens": args.batch_tokens,
+        "window": args.window,
+        "agent_lines": tuple(int(n) for n in args.agent_lines.split(",")),
+        "agent_max_tokens": args.agent_max_tokens,
     }
     build(
         args.shape, args.precision, args.out, args.seed, args.init_range, args.arch,

@@ -231,6 +231,9 @@ def make_trained_hf_folder(
     chat_turns: int = TRAIN_CONVERSATIONS,
     agent_turns: int = AGENT_CONVERSATIONS,
     batch_tokens: int = BATCH_TOKENS,
+    window: int = 0,
+    agent_lines: tuple[int, int] = AGENT_LINES,
+    agent_max_tokens: int = AGENT_MAX_TOKENS,
 ) -> dict[str, Any]:
     """Tokenizer, model and training: the builder's input in ``hf_dir``. Returns the record of
     the run (seed, steps, loss curve, seconds). ``chat_turns`` of the chat corpus, plus
@@ -245,20 +248,35 @@ def make_trained_hf_folder(
     )
     tok = AutoTokenizer.from_pretrained(hf_dir)
     data = encode_pairs(tok, corpus(renderer(template), chat_turns, seed))
-    agent = agent_corpus(renderer(template), agent_turns, seed + 1, AGENT_LINES)
-    agent_data = spread_positions(encode_pairs(tok, agent, AGENT_MAX_TOKENS), CONTEXT, seed)
+    agent = agent_corpus(renderer(template), agent_turns, seed + 1, agent_lines)
+    agent_data = encode_pairs(tok, agent, agent_max_tokens)
+    if not window:  # a sliding window sees no position past its width: nothing to spread
+        agent_data = spread_positions(agent_data, CONTEXT, seed)
     data += agent_data
     torch.manual_seed(seed)
-    config = LlamaConfig(
-        **{**params, "vocab_size": len(tok)},
-        tie_word_embeddings=True,
-        rms_norm_eps=1e-5,
-        rope_theta=10000.0,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    model = LlamaForCausalLM(config)
+    common = {
+        "tie_word_embeddings": True,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "bos_token_id": tok.bos_token_id,
+        "eos_token_id": tok.eos_token_id,
+        "pad_token_id": tok.pad_token_id,
+    }
+    if window:
+        from transformers import MistralConfig, MistralForCausalLM
+
+        layers = params["num_hidden_layers"]
+        model = MistralForCausalLM(
+            MistralConfig(
+                **{**params, "vocab_size": len(tok)},
+                **common,
+                head_dim=params["hidden_size"] // params["num_attention_heads"],
+                sliding_window=window,
+                layer_types=["sliding_attention"] * layers,
+            )
+        )
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**{**params, "vocab_size": len(tok)}, **common))
     print(
         f"training: {sum(p.numel() for p in model.parameters()):,} parameters, "
         f"{len(data):,} conversations ({len(agent_data):,} agent turns), {steps} steps of "
@@ -279,6 +297,9 @@ def make_trained_hf_folder(
         "conversations": len(data),
         "agent_turns": len(agent_data),
         "batch_tokens": batch_tokens,
+        "window": window,
+        "agent_lines": list(agent_lines),
+        "agent_max_tokens": agent_max_tokens,
         "train_seconds": run["seconds"],
         "total_seconds": round(time.monotonic() - started, 1),
         "loss_curve": run["curve"],
@@ -300,13 +321,16 @@ def check(folder: Path, template: str, seed: int, n: int = 200, long: int = 12) 
         agent_corpus(renderer(template), 1, rng.randrange(1 << 30), LONG_CHECK_LINES)[0]
         for _ in range(long)
     ]
+    config = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
+    window = int((config.get("sliding_window") or {}).get("window_size", 0))
     return {
-        **_score(model, held_out(template, seed, n)),
-        "agent_long": _score(model, agent),
+        **_score(model, held_out(template, seed, n), window),
+        "agent_long": _score(model, agent, window),
     }
 
 
-def _score(model: Any, pairs: list[tuple[str, str]]) -> dict[str, Any]:
+def _score(model: Any, pairs: list[tuple[str, str]], window: int = 0) -> dict[str, Any]:
+    """(A sliding-window model's KV cache must hold at least its window.)"""
     import onnxruntime_genai as og
 
     tok = og.Tokenizer(model)
@@ -317,7 +341,7 @@ def _score(model: Any, pairs: list[tuple[str, str]]) -> dict[str, Any]:
         ids = tok.encode(prompt)
         lengths.append(len(ids))
         params = og.GeneratorParams(model)
-        params.set_search_options(do_sample=False, max_length=len(ids) + 96)
+        params.set_search_options(do_sample=False, max_length=max(len(ids) + 96, window))
         gen = og.Generator(model, params)
         gen.append_tokens(ids)
         out: list[int] = []
