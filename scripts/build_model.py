@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -280,7 +281,7 @@ def build(
     init_range: float,
     arch: str = "llama",
     train_steps: int = 0,
-    mix: dict[str, int] | None = None,
+    mix: dict[str, Any] | None = None,
 ) -> None:
     mix = dict(mix or {})
     template = DEMO_TEMPLATE if mix.get("window") else CHAT_TEMPLATE
