@@ -104,15 +104,19 @@ class Client:
             body["prompt"] = (
                 spec.prompt_ids if spec.prompt_ids is not None else spec.messages[-1]["content"]
             )
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return path, self._finish(body, spec)
+
+    def _finish(self, body: dict[str, Any], spec: RequestSpec) -> dict[str, Any]:
+        """The fields every OpenAI protocol adds: the model, ``min_tokens``, ``extra``."""
         if self.model:
             body["model"] = self.model
         if self.min_tokens:
             body["min_tokens"] = spec.max_tokens
-        if stream:
-            body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
         body.update(self.extra)
-        return path, body
+        return body
 
     def _responses_body(self, spec: RequestSpec, stream: bool) -> dict[str, Any]:
         messages = spec.messages
@@ -130,12 +134,7 @@ class Client:
             body["instructions"] = "\n".join(system)
         if spec.previous_response is not None:
             body["previous_response_id"] = spec.previous_response
-        if self.model:
-            body["model"] = self.model
-        if self.min_tokens:
-            body["min_tokens"] = spec.max_tokens
-        body.update(self.extra)
-        return body
+        return self._finish(body, spec)
 
     async def probe(self, http: httpx.AsyncClient) -> dict[str, Any]:
         """Find the model name and whether ``min_tokens`` is accepted (OpenAI protocol)."""

@@ -265,16 +265,11 @@ def make_trained_hf_folder(
     if window:
         from transformers import MistralConfig, MistralForCausalLM
 
-        layers = params["num_hidden_layers"]
-        model = MistralForCausalLM(
-            MistralConfig(
-                **{**params, "vocab_size": len(tok)},
-                **common,
-                head_dim=params["hidden_size"] // params["num_attention_heads"],
-                sliding_window=window,
-                layer_types=["sliding_attention"] * layers,
-            )
-        )
+        from scripts.build_model import arch_config_kwargs
+
+        mistral = arch_config_kwargs("mistral", params) | {"sliding_window": window}
+        config = MistralConfig(**{**params, "vocab_size": len(tok)}, **common, **mistral)
+        model = MistralForCausalLM(config)
     else:
         model = LlamaForCausalLM(LlamaConfig(**{**params, "vocab_size": len(tok)}, **common))
     print(

@@ -88,6 +88,9 @@ class GeneratorStrategy:
     def __init__(self, model: LoadedModel, *, prefill_chunk: int = 256, cache_size: int = 4):
         self.model = model
         self.max_length = model.max_length
+        # A sliding-window model's KV cache holds at least its window (the attention op
+        # refuses less); a sequence still ends at its own token limit.
+        self.min_capacity = min(model.folder.sliding_window, model.max_length)
         self.og_model = model.model  # the weights load here, at start, not at the first request
         if model.adapter_files:
             model.adapters  # noqa: B018 -- and the adapters: a bad file stops the start
@@ -192,10 +195,8 @@ class GeneratorStrategy:
     ) -> Any:
         og = self.model.og
         params = og.GeneratorParams(self.og_model)
-        # A sliding-window model's KV cache holds at least its window (the attention op
-        # refuses less); the sequence still ends at its own token limit.
-        window = min(self.model.folder.sliding_window, self.model.max_length)
-        options: dict[str, Any] = {"max_length": max(capacity, window), "do_sample": not p.greedy}
+        capacity = max(capacity, self.min_capacity)
+        options: dict[str, Any] = {"max_length": capacity, "do_sample": not p.greedy}
         if p.num_beams > 1:
             options.update(
                 num_beams=p.num_beams,

@@ -81,12 +81,8 @@ class Turn:
         if self.store is None:
             return
         items = [*self.earlier, *(_with_id(item) for item in self.body.input)]
-        tokens: dict[str, Any] | None = None
-        if transcript is not None:
-            ids = list(transcript.token_ids)
-            tokens = {"model": transcript.model, "text": transcript.text, "ids": ids}
         body = response.model_dump(mode="json", by_alias=True)
-        stored = StoredResponse(response.id, body, items, tokens)
+        stored = StoredResponse(response.id, body, items, _kept(transcript))
         if not await asyncio.to_thread(self.store.put, stored):
             response.store = False
 
@@ -106,6 +102,13 @@ async def begin(body: ResponsesRequest, store: ResponseStore) -> Turn:
         earlier = previous.conversation()
         continues = _transcript(previous.transcript)
     return Turn(body, earlier, None if body.store is False else store, continues)
+
+
+def _kept(transcript: Transcript | None) -> dict[str, Any] | None:
+    """A transcript as the store keeps it (JSON); :func:`_transcript` reads it back."""
+    if transcript is None:
+        return None
+    return {"model": transcript.model, "text": transcript.text, "ids": list(transcript.token_ids)}
 
 
 def _transcript(kept: dict[str, Any] | None) -> Transcript | None:
