@@ -18,6 +18,18 @@ SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int
 
 
 @dataclass(frozen=True)
+class CallGrammar:
+    """A lazy tool-call grammar, as llama-server's: the output is free until it holds
+    ``trigger`` (the format's call marker); from the token where the trigger begins, the Lark
+    ``grammar`` (llguidance) holds the rest to valid calls of the offered tools. Where the
+    vocabulary has the marker as one token, ``trigger_token`` is its id."""
+
+    trigger: str
+    grammar: str
+    trigger_token: int | None = None
+
+
+@dataclass(frozen=True)
 class SamplingParams:
     """How to pick tokens. ``temperature == 0`` means greedy decoding.
 
@@ -38,6 +50,7 @@ class SamplingParams:
     logprobs: bool = False  # report the chosen token's log-probability
     top_logprobs: int = 0  # and this many most likely alternatives
     guidance: tuple[GuidanceKind, str] | None = None  # constrained decoding (llguidance)
+    call_grammar: CallGrammar | None = None  # tools offered with "auto" (batch scheduler)
     # Beam search (generator scheduler): the n best of ``num_beams`` beams are returned.
     num_beams: int = 1
     length_penalty: float = 1.0

@@ -15,6 +15,7 @@ from typing import Any
 
 from backends.chat.parsers import ToolParser, tool_specs
 from backends.errors import InvalidRequest
+from backends.types import CallGrammar
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class ToolPlan:
 
     offered: bool  # the chat template gets the tools
     grammar: str | None = None  # a Lark grammar (llguidance) that forces the calls
+    call_grammar: CallGrammar | None = None  # "auto": holds the calls the model opens
 
 
 def plan_tools(
@@ -55,7 +57,14 @@ def plan_tools(
     except (KeyError, TypeError, AttributeError):
         raise InvalidRequest("Every tool needs a function with a name.", param="tools") from None
     if choice == "auto":
-        return ToolPlan(offered=True)
+        if guided_by is not None:  # the request's own grammar holds the whole output
+            return ToolPlan(offered=True)
+        try:
+            return ToolPlan(
+                offered=True, call_grammar=parser.lazy_call_grammar(specs, parallel=parallel)
+            )
+        except ValueError:  # a tool whose parameters are no object: its calls stay free
+            return ToolPlan(offered=True)
     name = None if choice == "required" else choice
     if name is not None and name not in {s.name for s in specs}:
         raise InvalidRequest(

@@ -9,6 +9,7 @@ sequences is queued.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from backends.chat.formats import ChatFormat
@@ -21,6 +22,8 @@ from backends.engine.scheduler import Job, Strategy
 from backends.errors import ContextLengthExceeded, InvalidRequest
 from backends.models.loader import LoadedModel
 from backends.types import SEED_MAX, GenerationParams, PreparedPrompt
+
+log = logging.getLogger(__name__)
 
 
 def plan_max_new_tokens(
@@ -152,6 +155,22 @@ def _forced_start_problem(llguidance: Any, tokenizer: Any, grammar: str) -> str:
     return str(matcher.get_error()) if matcher.is_error() else ""
 
 
+def usable_grammar(text: str) -> bool:
+    """Whether llguidance compiles the Lark grammar ``text`` (a lazy tool-call grammar it does
+    not is left out: the calls then stay free, as before, and the request goes on)."""
+    import llguidance
+
+    try:
+        problem = llguidance.LLMatcher.validate_grammar(llguidance.grammar_from("lark", text))
+    except ValueError as exc:
+        problem = str(exc)
+    if problem:
+        log.info(
+            "tool-call grammar left out: %s", " ".join(problem.split("<state>")[0].split())[:300]
+        )
+    return not problem
+
+
 _WHAT = {"adapter": "A LoRA adapter", "num_beams": "Beam search"}
 
 
@@ -222,6 +241,9 @@ def apply_tools(request: GenerationRequest, chat_format: ChatFormat) -> Generati
     )
     if chat is not None and chat.tools and not plan.offered:
         request = dataclasses.replace(request, prompt=dataclasses.replace(chat, tools=None))
+    if plan.call_grammar is not None and usable_grammar(plan.call_grammar.grammar):
+        sampling = dataclasses.replace(request.sampling, call_grammar=plan.call_grammar)
+        return dataclasses.replace(request, sampling=sampling)
     if plan.grammar is None:
         return request
     sampling = dataclasses.replace(request.sampling, guidance=("lark_grammar", plan.grammar))

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from backends.engine.batch.guidance import Grammars, GuidanceError, Guide
+from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, Guide, LazyGuide
 from backends.engine.logits import log_softmax, logprob_entries, process_logits
 from backends.engine.prefix_cache import Held, PrefixCache, chunk_length
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
-from backends.types import FinishReason, GeneratedToken, GenerationParams
+from backends.types import CallGrammar, FinishReason, GeneratedToken, GenerationParams
 
 log = logging.getLogger("genai.generator")
 
@@ -38,7 +38,9 @@ class _Seq:
     kv_len: int = 0  # how many of ``tokens`` the KV cache holds
     counts: Counter[int] = field(default_factory=Counter)
     min_length: int = 0  # the Generator's own (native) EOS suppression, as a total length
-    guide: Guide | None = None  # the grammar's state beside og's, to end where it ends
+    # The grammar's state beside og's, to end where it ends; or a lazy tool-call grammar,
+    # which og cannot run: this strategy masks the logits for it.
+    guide: Constraint | None = None
     steps: int = 0  # beam search: search steps taken
 
 
@@ -158,6 +160,8 @@ class GeneratorStrategy:
             gen.set_runtime_option("enable_profiling", self._profile_prefix)
         if p.guidance is not None and not beams:
             seq.guide = self._guide(*p.guidance)
+        elif p.call_grammar is not None and not beams:
+            seq.guide = self._lazy(p.call_grammar)
         self._active.append(seq)
 
     def step(self) -> None:
@@ -221,15 +225,25 @@ class GeneratorStrategy:
             generator.set_active_adapter(self.model.adapters, p.adapter)
         return generator
 
-    def _guide(self, kind: Any, text: str) -> Guide | None:
-        """A matcher that follows og's own: og does not say when a grammar is complete."""
+    def _grammars_for_model(self) -> Grammars | None:
         tokenizer = self.model.folder.path / "tokenizer.json"
         if not tokenizer.is_file():
             return None
         if self._grammars is None:
             self._grammars = Grammars(tokenizer, self.model.vocab_size, self.model.eos_token_ids)
+        return self._grammars
+
+    def _lazy(self, call: CallGrammar) -> LazyGuide | None:
+        grammars = self._grammars_for_model()
+        return None if grammars is None else grammars.lazy(call)
+
+    def _guide(self, kind: Any, text: str) -> Guide | None:
+        """A matcher that follows og's own: og does not say when a grammar is complete."""
+        grammars = self._grammars_for_model()
+        if grammars is None:
+            return None
         try:
-            return self._grammars.matcher(kind, text)
+            return grammars.matcher(kind, text)
         except GuidanceError as exc:  # og compiles its own: the request goes on without one
             log.warning("no grammar follower: %s", exc)
             return None
@@ -262,7 +276,8 @@ class GeneratorStrategy:
             seq.job.generated < p.min_new_tokens
             and seq.min_length != len(seq.job.prompt_ids) + p.min_new_tokens
         )
-        if suppress_eos or p.edits_logits:
+        lazy = p.guidance is None and seq.guide is not None and seq.guide.constrains
+        if suppress_eos or p.edits_logits or lazy:
             logits = process_logits(
                 seq.gen.get_logits(),
                 p,
@@ -270,6 +285,8 @@ class GeneratorStrategy:
                 self.model.eos_token_ids,
                 suppress_eos=suppress_eos,
             )
+            if lazy and seq.guide is not None:
+                seq.guide.mask(logits)
             seq.gen.set_logits(logits.reshape(1, 1, -1))
             if p.logprobs or p.top_logprobs:
                 logprobs = log_softmax(logits)

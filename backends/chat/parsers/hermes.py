@@ -31,6 +31,7 @@ CLOSE = "</tool_call>"
 class HermesToolParser(ToolParser):
     markers = (OPEN,)
     marker_tokens = (OPEN, CLOSE)
+    lazy_trigger = OPEN
 
     def open_block(self, marker: str) -> CallBlock:
         return CallBlock(CallObject(), closer=CLOSE)

@@ -18,6 +18,7 @@ from typing import ClassVar
 from backends.chat.parsers.call_block import CallBlock
 from backends.chat.parsers.tool_stream import ToolCallStream
 from backends.chat.parsers.types import ParsedOutput, ToolSpec
+from backends.types import CallGrammar
 
 
 class ToolParser(ABC):
@@ -67,6 +68,28 @@ class ToolParser(ABC):
         (exactly one unless ``parallel``) to any of ``tools`` (``tool_choice="required"``), or
         exactly one call to ``tool_name`` (a named ``tool_choice``). Each call's arguments
         match that tool's schema, and the output parses back with :meth:`extract`."""
+
+    # The marker that opens a call in this format, where its forced-call grammar starts with it:
+    # the trigger of the lazy grammar that holds calls the model opens to the offered tools.
+    lazy_trigger: ClassVar[str | None] = None
+
+    def lazy_call_grammar(
+        self, tools: Sequence[ToolSpec], *, parallel: bool = True
+    ) -> CallGrammar | None:
+        """For ``tool_choice="auto"``: the forced-call grammar, applied from the point where
+        the model opens a call (:class:`backends.types.CallGrammar`); None where the format
+        has no such marker."""
+        trigger = self.lazy_trigger
+        if trigger is None:
+            return None
+        head, rest = self.forced_call_grammar(tools, parallel=parallel).split("\n", 1)
+        # The token where the marker begins may hold text before it.
+        first = "\\" + trigger[0] if trigger[0] in "\\]^-[/" else trigger[0]
+        grammar = (
+            f"start: lazy_prefix? {head.removeprefix('start: ')}\n{rest}"
+            f"lazy_prefix: /[^{first}]+/\n"
+        )
+        return CallGrammar(trigger, grammar, self.special_tokens.get(trigger))
 
     def extract(self, text: str) -> ParsedOutput:
         """A whole output's content and calls."""

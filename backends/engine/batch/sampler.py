@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from backends.engine.batch.guidance import Guide
+from backends.engine.batch.guidance import Constraint
 from backends.engine.logits import log_softmax, process_logits
 from backends.types import GenerationParams
 
@@ -32,13 +32,13 @@ class RowState:
     params: GenerationParams
     prompt: Sequence[int]
     rng: np.random.Generator
-    guide: Guide | None = None
+    guide: Constraint | None = None
     counts: Counter[int] = field(default_factory=Counter)  # generated tokens
     generated: int = 0
 
     @classmethod
     def create(
-        cls, params: GenerationParams, prompt: Sequence[int], guide: Guide | None = None
+        cls, params: GenerationParams, prompt: Sequence[int], guide: Constraint | None = None
     ) -> RowState:
         return cls(params, prompt, np.random.default_rng(params.seed), guide)
 
@@ -50,7 +50,7 @@ class RowState:
             p.greedy
             and not p.edits_logits
             and p.repetition_penalty == 1.0
-            and self.guide is None
+            and (self.guide is None or not self.guide.constrains)
             and self.generated >= p.min_new_tokens
         )
 

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
-from backends.engine.batch.guidance import Grammars, GuidanceError, first_line
+from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, first_line
 from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
 from backends.engine.batch.prefix_store import PrefixStore
 from backends.engine.batch.sampler import RowState, choose
@@ -206,7 +206,11 @@ class BatchStrategy:
 
     def add(self, job: Job) -> None:
         p = job.params
-        guide = self.grammars.matcher(*p.guidance) if p.guidance is not None else None
+        guide: Constraint | None = None
+        if p.guidance is not None:
+            guide = self.grammars.matcher(*p.guidance)
+        elif p.call_grammar is not None:
+            guide = self.grammars.lazy(p.call_grammar)
         row, held = self.slots.acquire(job.prompt_ids)
         prompt = job.prompt_ids
         exact = min(held, self.slots.exact(row))  # all of the prompt, if what it holds is
