@@ -40,6 +40,7 @@ MAX_HEAD = 256  # characters of type or name before the separator: longer is not
 @register_tool_parser("deepseek_v3")
 class DeepSeekToolParser(ToolParser):
     markers = (CALLS_BEGIN,)
+    lazy_trigger = CALLS_BEGIN
     marker_tokens = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP)
 
     def open_block(self, marker: str) -> CallBlock:

@@ -42,6 +42,7 @@ ID_LENGTH = 9  # Mistral's templates refuse any other call id
 @register_tool_parser("mistral")
 class MistralToolParser(ToolParser):
     markers = (TOOL_CALLS,)
+    lazy_trigger = TOOL_CALLS
     marker_tokens = (TOOL_CALLS, ARGS, CALL_ID)
 
     def new_call_id(self) -> str:

@@ -24,6 +24,7 @@ CLOSE = "<|/tool_call|>"
 @register_tool_parser("phi4_mini_json")
 class Phi4MiniToolParser(ToolParser):
     markers = (OPEN,)
+    lazy_trigger = OPEN
     marker_tokens = (OPEN, CLOSE)
 
     def open_block(self, marker: str) -> CallBlock:

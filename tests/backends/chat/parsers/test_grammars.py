@@ -359,3 +359,26 @@ def test_declared_properties_are_the_only_ones_unless_the_schema_opens_more(
         assert accepts(grammar, vocab, render([fine]))
         assert accepts(grammar, vocab, render([extra])) == allows_extra
         assert not accepts(grammar, vocab, render([nested]))  # the nested object said nothing
+
+
+@pytest.mark.parametrize("name", tool_parser_names())
+def test_the_lazy_grammar_holds_calls_from_their_marker(name: str, vocab: Vocab) -> None:
+    """``tool_choice="auto"``: the forced-call grammar from where the format's marker begins
+    (text before it may share the marker's first token)."""
+    parser = get_tool_parser(name, vocab.special)
+    call = parser.lazy_call_grammar(TOOLS)
+    if name == "llama3_json":
+        assert call is None  # its calls open with plain JSON: there is no marker to wait for
+        return
+    assert call is not None and call.trigger == parser.markers[0]
+    assert call.trigger_token == vocab.special.get(call.trigger)
+    grammar = compile_grammar(call.grammar, vocab)
+    render = renderer(name, vocab)
+    for calls in ([PARIS], [LIGHT_ON, PARIS]):
+        assert accepts(grammar, vocab, render(calls)), render(calls)
+        assert accepts(grammar, vocab, "ok " + render(calls))
+    assert not accepts(grammar, vocab, render([("open_door", "{}")]))  # not offered
+    assert not accepts(grammar, vocab, render([("set_light", '{"on": true, "dim": 3}')]))
+    single = parser.lazy_call_grammar(TOOLS, parallel=False)
+    assert single is not None
+    assert not accepts(compile_grammar(single.grammar, vocab), vocab, render([LIGHT_ON, PARIS]))
