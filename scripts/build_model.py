@@ -215,11 +215,13 @@ def run_builder(
     *,
     cache_dir: Path,
     quiet: bool = False,
+    device: str = "cpu",
 ) -> None:
-    """The official onnxruntime-genai builder on a local HF folder, offline, CPU target."""
+    """The official onnxruntime-genai builder on a local HF folder, offline, for ``device``'s
+    execution provider (a CUDA build needs onnxruntime-genai-cuda and a GPU)."""
     cmd = [
         sys.executable, "-m", "onnxruntime_genai.models.builder",
-        "-i", str(hf_dir), "-o", str(out), "-p", precision, "-e", "cpu", "-c", str(cache_dir),
+        "-i", str(hf_dir), "-o", str(out), "-p", precision, "-e", device, "-c", str(cache_dir),
         "--extra_options", "hf_token=false", *extra_options,
     ]  # fmt: skip
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -282,6 +284,8 @@ def build(
     arch: str = "llama",
     train_steps: int = 0,
     mix: dict[str, Any] | None = None,
+    device: str = "cpu",
+    paged: bool = False,
 ) -> None:
     mix = dict(mix or {})
     template = DEMO_TEMPLATE if mix.get("window") else CHAT_TEMPLATE
@@ -302,7 +306,9 @@ def build(
 
         out.mkdir(parents=True, exist_ok=True)
         extra = ["int4_accuracy_level=4"] if precision == "int4" else []
-        run_builder(hf_dir, out, precision, extra, cache_dir=Path(tmp) / "cache")
+        if paged:  # og's Engine batches continuously only on a paged-attention model
+            extra.append("use_paged_attention=true")
+        run_builder(hf_dir, out, precision, extra, cache_dir=Path(tmp) / "cache", device=device)
         if not (out / "chat_template.jinja").exists():
             (out / "chat_template.jinja").write_text(template)
         # Keep the HF weights beside the ONNX export only on request (benchmarks against
@@ -329,7 +335,18 @@ def main() -> None:
         default="llama",
         help="decoder architecture (transformers model class) at the --shape dimensions",
     )
-    ap.add_argument("--precision", choices=["fp32", "int4"], default="int4")
+    ap.add_argument("--precision", choices=["fp32", "int4", "fp16"], default="int4")
+    ap.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="the execution provider to build for (cuda: --precision fp16, onnxruntime-genai-cuda)",
+    )
+    ap.add_argument(
+        "--paged",
+        action="store_true",
+        help="paged attention (CUDA fp16): the model og's Engine batches continuously",
+    )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument(
@@ -380,7 +397,7 @@ def main() -> None:
     }
     build(
         args.shape, args.precision, args.out, args.seed, args.init_range, args.arch,
-        args.train_steps, mix,
+        args.train_steps, mix, device=args.device, paged=args.paged,
     )  # fmt: skip
 
 
