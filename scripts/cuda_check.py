@@ -2,17 +2,20 @@
 
     python scripts/build_model.py --shape smollm2-135m --precision fp16 --device cuda --paged \\
         --out /tmp/cuda-model
-    python scripts/cuda_check.py --model /tmp/cuda-model --out result.json
+    python scripts/build_model.py --shape smollm2-135m --precision fp16 --device cuda \\
+        --out /tmp/cuda-plain        # the same weights (same seed), for og.Generator
+    python scripts/cuda_check.py --model /tmp/cuda-model --plain /tmp/cuda-plain --out r.json
 
 Needs onnxruntime-genai-cuda and onnxruntime-gpu in place of the CPU packages. Prints and
 writes (``--out``) a JSON record:
 
 - ``versions``: the packages, the providers onnxruntime offers, the GPU;
 - ``oracle``: greedy tokens of 8 prompts sent at once through the core (the ``auto`` scheduler,
-  which is og's Engine with continuous batching on a paged-attention model, and the
-  ``generator`` scheduler) against a plain og.Generator loop on the same folder, one prompt at
-  a time (fp16 on a GPU: batching may change the last bits, so a mismatch is reported with
-  where it starts, not hidden);
+  which is og's Engine with continuous batching on the paged-attention model, and the
+  ``generator`` scheduler on the plain one) against a plain og.Generator loop on the plain
+  folder, one prompt at a time (og.Generator cannot run a paged graph). fp16 on a GPU:
+  batching and kernels may change the last bits, so a mismatch is reported with where it
+  starts, not hidden;
 - ``multimodal`` (``--vision``): the committed Qwen2.5-VL test model on CUDA through the core,
   against the tokens Hugging Face's generate() gave at build time (its expected.json);
 - ``bench``: for each scheduler and number of requests in flight, fresh 256-token prompts
@@ -137,11 +140,13 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def oracle(folder: Path) -> dict[str, Any]:
+def oracle(paged: Path, plain: Path) -> dict[str, Any]:
+    """og.Generator cannot run a paged-attention graph (its input_ids are packed), so the
+    oracle runs on ``plain``: the same weights built without paged attention."""
     texts = prompts(8, 40, seed=1)
-    expected = og_greedy(folder, texts, 32)
+    expected = og_greedy(plain, texts, 32)
     record: dict[str, Any] = {}
-    for scheduler in ("auto", "generator"):
+    for scheduler, folder in (("auto", paged), ("generator", plain)):
         name, results, _ = serve(folder, scheduler, [greedy(t, 32) for t in texts], 8)
         got = [[t.token_id for t in r.choices[0].tokens] for r in results]
         record[scheduler] = {
@@ -185,9 +190,9 @@ def multimodal(vision: Path) -> dict[str, Any]:
     }
 
 
-def bench(folder: Path, levels: list[int]) -> list[dict[str, Any]]:
+def bench(paged: Path, plain: Path, levels: list[int]) -> list[dict[str, Any]]:
     rows = []
-    for scheduler in ("auto", "generator"):
+    for scheduler, folder in (("auto", paged), ("generator", plain)):
         serve(folder, scheduler, [greedy("warm up", 8)], 1)  # load, first kernels
         for level in levels:
             n = max(8, 2 * level)
@@ -213,6 +218,9 @@ def bench(folder: Path, levels: list[int]) -> list[dict[str, Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, required=True, help="a CUDA paged-attention folder")
+    ap.add_argument(
+        "--plain", type=Path, required=True, help="the same weights without paged attention"
+    )
     ap.add_argument("--vision", type=Path, help="a multimodal folder (tests/hub_models/qwen2.5-vl)")
     ap.add_argument("--levels", default="1,8,32", help="requests in flight to benchmark")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of this script")
@@ -223,11 +231,11 @@ def main() -> None:
         load_cuda_libraries()
     record: dict[str, Any] = {"versions": versions()}
     print(json.dumps(record["versions"]), flush=True)
-    steps: list[tuple[str, Any]] = [("oracle", lambda: oracle(args.model))]
+    steps: list[tuple[str, Any]] = [("oracle", lambda: oracle(args.model, args.plain))]
     if args.vision:
         steps.append(("multimodal", lambda: multimodal(args.vision)))
     levels = [int(n) for n in args.levels.split(",")]
-    steps.append(("bench", lambda: bench(args.model, levels)))
+    steps.append(("bench", lambda: bench(args.model, args.plain, levels)))
     for key, step in steps:
         try:
             record[key] = step()

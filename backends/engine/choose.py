@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from backends.config import ModelConfig, SchedulerName
 from backends.engine.scheduler import Strategy
+from backends.errors import StartupError
 from backends.models.loader import LoadedModel
 from backends.types import PrefixStoreStats
 
@@ -26,6 +27,23 @@ def auto_strategy(model: LoadedModel) -> SchedulerName:
     return "batch" if model.provider.name == "cpu" else "generator"
 
 
+def paged_refusal(model: LoadedModel, name: str, chosen: bool) -> str:
+    """Why a paged-attention model cannot run on ``name``: og.Generator (and our batch engine)
+    feed a graph its unpacked ``input_ids``, which a paged graph refuses at the first token
+    ("Invalid rank for input: input_ids"; seen on CUDA with onnxruntime-genai 0.18)."""
+    paged = (
+        "this model is built with paged attention (engine.dynamic_batching in its "
+        "genai_config.json), which only onnxruntime-genai's Engine runs"
+    )
+    if chosen:
+        return f"GENAI_SCHEDULER={name} cannot serve it: {paged}. Use auto or engine."
+    needs = "LoRA adapters" if model.adapter_files else "Images"
+    return (
+        f"{needs} need og.Generator, but {paged}: build the model without "
+        "use_paged_attention to serve them."
+    )
+
+
 def strategy_factory(
     config: ModelConfig, slots: int, store_stats: PrefixStoreStats | None = None
 ) -> Callable[[LoadedModel], Strategy]:
@@ -37,6 +55,8 @@ def strategy_factory(
         name, chosen = config.scheduler, config.scheduler != "auto"
         if name == "auto":
             name = auto_strategy(model)
+        if model.dynamic_batching and name != "engine":
+            raise StartupError(paged_refusal(model, name, chosen))
         if name == "batch":
             from backends.engine.batch.decoder import UnsupportedModel
             from backends.engine.batch.strategy import BatchStrategy
