@@ -9,6 +9,9 @@ from typing import Any, Literal, get_args
 
 SchedulerName = Literal["auto", "generator", "engine", "batch"]
 SCHEDULERS: tuple[str, ...] = get_args(SchedulerName)
+# Where the sampling a request leaves out comes from: the model's folder, or each door's own
+# documented default.
+SamplingDefaultsName = Literal["model", "api"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class Limits:
     max_queue: int = 64  # sequences allowed to wait beyond those
     request_timeout: float | None = None  # seconds per request, queue time included
     default_max_tokens: int = 8192
+    sampling_defaults: SamplingDefaultsName = "model"
 
 
 @dataclass(frozen=True)

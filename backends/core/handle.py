@@ -32,6 +32,7 @@ from backends.types import (
     FinishReason,
     GeneratedToken,
     PreparedPrompt,
+    SamplingParams,
     SequenceDelta,
     StartEvent,
     Transcript,
@@ -148,6 +149,8 @@ class RequestHandle:
         on_token: Callable[[float | None], None] = lambda gap: None,
         on_finish: Callable[[Choice, FinishedChoice], None] = lambda c, f: None,
         output_format: ChatFormat | None = None,
+        *,
+        sampling: SamplingParams | None = None,
     ) -> None:
         self.id = request_id
         self.model = model
@@ -155,6 +158,8 @@ class RequestHandle:
         self.prompts: list[PreparedPrompt] = []  # set once the owner thread tokenized them
         self.token_limits: list[int] = []  # each choice's max new tokens, set with the prompts
         self.created = int(time.time())
+        # The sampling the choices run with, the model's defaults filled in (Responses echoes it).
+        self.sampling = sampling or SamplingParams()
         self._timer = timer
         self._on_token = on_token
         self._on_finish = on_finish

@@ -21,6 +21,7 @@ from backends.core.request import GenerationRequest
 from backends.engine.scheduler import Job, Strategy
 from backends.errors import ContextLengthExceeded, InvalidRequest
 from backends.models.loader import LoadedModel
+from backends.models.sampling import SamplingDefaults
 from backends.types import SEED_MAX, GenerationParams, PreparedPrompt
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,18 @@ def check_prompt_size(
             param=param,
         )
     return chars
+
+
+def with_model_defaults(
+    request: GenerationRequest, defaults: SamplingDefaults
+) -> GenerationRequest:
+    """The request with the model's own sampling where the client set none (vLLM's
+    ``--generation-config auto``). Beam search keeps its own: it samples nothing."""
+    if not request.unset or request.sampling.num_beams > 1:
+        return request
+    filled = {name: getattr(defaults, name) for name in request.unset}
+    sampling = dataclasses.replace(request.sampling, **filled)
+    return dataclasses.replace(request, sampling=sampling, unset=frozenset())
 
 
 def choice_params(

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from backends.models.sampling import DEFAULTED_FIELDS
 from backends.types import ChatPrompt, GuidanceKind, Prompt, SamplingParams, TextPrompt
 
 __all__ = ["ChatPrompt", "GenerationRequest", "Prompt", "TextPrompt", "json_schema_guidance"]
@@ -29,10 +30,15 @@ class GenerationRequest:
     ``deadline`` is a ``time.perf_counter()`` value; ``None`` means the server's own request
     timeout, counted from ``accepted_at``. ``param_names`` says how the door calls the fields
     an error may be about (``prompt``, ``max_tokens``), so messages name the client's field.
+
+    ``unset`` names the ``sampling`` fields the client left out (temperature, top_p, top_k,
+    repetition_penalty): ``sampling`` holds the door's own defaults for them, which the core
+    replaces with the model's (GENAI_SAMPLING_DEFAULTS=model).
     """
 
     prompt: Prompt | Sequence[Prompt]
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    unset: frozenset[str] = frozenset()
     max_tokens: int | None = None  # None: the room left, at most the server default
     # A max_tokens beyond the room left is reduced to it (Anthropic's Messages) instead of
     # refused (OpenAI's doors).
@@ -49,6 +55,11 @@ class GenerationRequest:
     tool_choice: str = "auto"
     parallel_tool_calls: bool = True
     split_reasoning: bool = False  # report the model's thinking apart (the door has a field)
+
+    def __post_init__(self) -> None:
+        if not self.unset <= DEFAULTED_FIELDS:
+            unknown = ", ".join(sorted(self.unset - DEFAULTED_FIELDS))
+            raise ValueError(f"no model default for the sampling fields {unknown}")
 
     @property
     def prompts(self) -> list[Prompt]:

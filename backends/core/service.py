@@ -36,6 +36,7 @@ from backends.core.planning import (
     check_prompt_size,
     output_format,
     plan_jobs,
+    with_model_defaults,
 )
 from backends.core.request import GenerationRequest
 from backends.core.timing import RequestTimer
@@ -45,6 +46,7 @@ from backends.engine.scheduler import Job, Scheduler, Strategy
 from backends.errors import InvalidRequest, NotReady
 from backends.models.folder import ModelFolder
 from backends.models.loader import LoadedModel, load_model
+from backends.models.sampling import SamplingDefaults
 from backends.types import ChatPrompt, ImageInput, PrefixStoreStats, PreparedPrompt, Prompt
 
 log = logging.getLogger("genai.service")
@@ -152,6 +154,15 @@ class InferenceService(ModelService):
         return model.folder if model is not None else None
 
     @property
+    def sampling_defaults(self) -> SamplingDefaults | None:
+        """What fills the sampling a request leaves out: the model's own defaults; None under
+        GENAI_SAMPLING_DEFAULTS=api (each door's own) or while loading."""
+        model = self._scheduler.model
+        if model is None or self.config.limits.sampling_defaults != "model":
+            return None
+        return model.folder.sampling_defaults
+
+    @property
     def chat_format(self) -> ChatFormat:
         """How the model writes tool calls and thinking (none of either while loading)."""
         return self._chat_format
@@ -195,6 +206,9 @@ class InferenceService(ModelService):
         self._admit(request.choice_count)
         model, strategy = self._loaded()
         self.check_media(request)
+        defaults = self.sampling_defaults
+        if defaults is not None:
+            request = with_model_defaults(request, defaults)
         request = apply_tools(request, self._chat_format)
         check_beams(request)
         chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
@@ -351,6 +365,7 @@ class InferenceService(ModelService):
             self._token,
             self._finished,
             output,
+            sampling=request.sampling,
         )
         for choice in choices:
             self._inflight[choice.id] = (choice, handle)

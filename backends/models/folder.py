@@ -29,6 +29,7 @@ from backends.models.infer_config import (
     write_inferred_folder,
 )
 from backends.models.onnx_graph import GraphReadError, read_graph_io
+from backends.models.sampling import SamplingDefaults, search_defaults
 
 log = logging.getLogger("genai.model")
 
@@ -52,6 +53,11 @@ class ModelFolder:
     def context_length(self) -> int:
         model = self.config.get("model", {})
         return int(model.get("context_length") or self.config.get("search", {}).get("max_length"))
+
+    @property
+    def sampling_defaults(self) -> SamplingDefaults:
+        """How the model samples when a request says nothing (its config's search section)."""
+        return search_defaults(self.config.get("search", {}))
 
     @property
     def sliding_window(self) -> int:

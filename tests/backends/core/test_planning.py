@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from backends.core.planning import plan_max_new_tokens
+from backends.core.planning import plan_max_new_tokens, with_model_defaults
+from backends.core.request import GenerationRequest, TextPrompt
 from backends.errors import ContextLengthExceeded
+from backends.models.sampling import DEFAULTED_FIELDS, SamplingDefaults
+from backends.types import SamplingParams
 
 pytestmark = pytest.mark.unit
 
@@ -50,3 +53,35 @@ def test_fit_reduces_an_explicit_request_to_the_room_left() -> None:
     assert plan_max_new_tokens(100, 1000, 256, 2048, fit=True) == 1000
     with pytest.raises(ContextLengthExceeded):  # no room at all is still refused
         plan_max_new_tokens(2048, 32000, 256, 2048, fit=True)
+
+
+# ---- the model's sampling defaults -------------------------------------------------------
+MODEL_SAMPLES = SamplingDefaults(temperature=0.6, top_p=0.95, top_k=20, repetition_penalty=1.1)
+
+
+def test_only_the_fields_the_client_left_out_take_the_models_defaults() -> None:
+    door = SamplingParams(temperature=1.0, top_p=1.0, top_k=0, seed=3)
+    request = GenerationRequest(TextPrompt("hi"), door, unset=frozenset({"top_k", "top_p"}))
+    filled = with_model_defaults(request, MODEL_SAMPLES)
+    # An explicit temperature 1.0 (the door's default, too) is the client's: it wins.
+    assert filled.sampling == SamplingParams(temperature=1.0, top_p=0.95, top_k=20, seed=3)
+    assert filled.unset == frozenset()
+
+
+def test_a_request_that_sets_nothing_gets_every_default() -> None:
+    request = GenerationRequest(TextPrompt("hi"), SamplingParams(1.0), unset=DEFAULTED_FIELDS)
+    s = with_model_defaults(request, MODEL_SAMPLES).sampling
+    assert (s.temperature, s.top_p, s.top_k, s.repetition_penalty) == (0.6, 0.95, 20, 1.1)
+    greedy = with_model_defaults(request, SamplingDefaults()).sampling
+    assert greedy.greedy and greedy.top_k == 0 and greedy.top_p == 1.0
+
+
+def test_beam_search_keeps_its_own() -> None:
+    beams = SamplingParams(num_beams=4)
+    request = GenerationRequest(TextPrompt("hi"), beams, unset=DEFAULTED_FIELDS)
+    assert with_model_defaults(request, MODEL_SAMPLES).sampling == beams
+
+
+def test_only_sampling_fields_have_model_defaults() -> None:
+    with pytest.raises(ValueError, match="seed"):
+        GenerationRequest(TextPrompt("hi"), unset=frozenset({"seed"}))
