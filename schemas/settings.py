@@ -43,6 +43,7 @@ ToolParserName = Literal[
     "auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json", "deepseek_v3"
 ]
 ReasoningParserName = Literal["auto", "none", "think", "mistral"]
+SamplingDefaultsName = Literal["model", "api"]  # as backends.config.SamplingDefaultsName
 # The batch scheduler's step token budget (docs/configuration.md says how it was measured); the
 # same default as backends.config.ModelConfig.step_tokens.
 STEP_TOKENS_DEFAULT = 0
@@ -301,6 +302,15 @@ class ServerSettings(BaseSettings):
         "at most this many.",
         gt=0,
     )
+    sampling_defaults: SamplingDefaultsName = _setting(
+        "model",
+        "GENAI_SAMPLING_DEFAULTS",
+        "sampling_defaults",
+        "What a request that leaves out temperature, top_p, top_k or the repetition penalty "
+        "gets: model (the model folder's own defaults, its genai_config.json search section: "
+        "greedy unless it says do_sample) or api (each API's own documented default, e.g. "
+        "temperature 1 on OpenAI's).",
+    )
     max_concurrency: int = _setting(
         8,
         "GENAI_MAX_CONCURRENCY",
@@ -441,6 +451,7 @@ class ServerSettings(BaseSettings):
             "max_queue": self.max_queue,
             "request_timeout": self.request_timeout,
             "default_max_tokens": self.default_max_tokens,
+            "sampling_defaults": self.sampling_defaults,
         }
 
     @model_validator(mode="after")

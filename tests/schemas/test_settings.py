@@ -9,13 +9,15 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from backends.config import SCHEDULERS
+from backends.config import SCHEDULERS, Limits
+from backends.config import SamplingDefaultsName as CoreSamplingDefaults
 from backends.models.providers import PROVIDERS
 from schemas.cli import build_parser, parse_args
 from schemas.settings import (
     DEMO_MODEL_DIR,
     Device,
     ModelSettings,
+    SamplingDefaultsName,
     SchedulerName,
     ServerSettings,
     Settings,
@@ -105,6 +107,16 @@ def test_devices_are_the_backend_providers() -> None:
 
 def test_scheduler_names_are_the_backend_ones() -> None:
     assert get_args(SchedulerName) == SCHEDULERS
+
+
+def test_sampling_defaults_are_the_backend_ones_and_reach_its_limits() -> None:
+    assert get_args(SamplingDefaultsName) == get_args(CoreSamplingDefaults)
+    assert Limits(**Settings.load().server.limits()).sampling_defaults == "model"
+    api = Settings.load(sampling_defaults="api").server.limits()
+    assert Limits(**api).sampling_defaults == "api"
+    assert parse_args(["--sampling-defaults", "api"])["sampling_defaults"] == "api"
+    with pytest.raises(ValidationError):
+        Settings.load(sampling_defaults="hf")
 
 
 def test_parser_names_are_the_registry_s() -> None:
