@@ -26,6 +26,7 @@ from backends.core.encoder_service import EmbedRequest, EncoderService
 from backends.core.handle import ChoiceResult, RequestHandle, Result
 from backends.core.registry import make_service
 from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt, json_schema_guidance
+from backends.models.sampling import DEFAULTED_FIELDS
 from backends.types import GeneratedToken, SamplingParams
 from schemas.models_file import model_fields
 from schemas.settings import Settings
@@ -34,6 +35,8 @@ T = TypeVar("T")
 Prompt = str | Sequence[Mapping[str, Any]]  # raw text, or chat messages for the chat template
 
 _END = object()
+# This door's own sampling defaults (GENAI_SAMPLING_DEFAULTS=api); unlisted: SamplingParams'.
+API_DEFAULTS: dict[str, Any] = {"temperature": 0.7}
 
 
 def _logprobs(tokens: Sequence[GeneratedToken]) -> list[dict[str, Any]]:
@@ -135,11 +138,13 @@ class OnnxTextGenerator:
 
         ``prompt``: raw text (continued as is, like /generate) or a list of chat messages
         (rendered with the model's chat template, like /v1/chat). Options: ``max_new_tokens``,
-        ``temperature`` (default 0.7; 0 is greedy), ``stop`` (strings), ``n``, ``logprobs``,
+        ``temperature`` (0 is greedy), ``stop`` (strings), ``n``, ``logprobs``,
         ``top_logprobs``, ``json_schema`` (a dict; the output is JSON matching it), and the
         other sampling parameters by name (``top_p``, ``top_k``, ``seed``,
         ``min_new_tokens``, ``repetition_penalty``, ``presence_penalty``,
-        ``frequency_penalty``, ``logit_bias``).
+        ``frequency_penalty``, ``logit_bias``). Temperature, top_p, top_k and the repetition
+        penalty left out are the model's own defaults (GENAI_SAMPLING_DEFAULTS=api: temperature
+        0.7, no cuts, no penalty).
 
         Per token: ``{"choice", "index", "token_id", "finish_reason": None}`` (with
         ``logprobs``: also ``logprob`` and ``top_logprobs``); ``text`` may be empty (a partial
@@ -167,18 +172,20 @@ class OnnxTextGenerator:
         prompt: Prompt,
         *,
         max_new_tokens: int | None = None,
-        temperature: float = 0.7,
         stop: Sequence[str] = (),
         n: int = 1,
         json_schema: Mapping[str, Any] | None = None,
-        **sampling: Any,
+        **options: Any,
     ) -> GenerationRequest:
         guidance = json_schema_guidance(json_schema) if json_schema is not None else None
-        params = SamplingParams(temperature=temperature, guidance=guidance, **sampling)
+        # None, like an option left out, is the model's default (this door's own under api).
+        sampling = {k: v for k, v in options.items() if v is not None or k not in DEFAULTED_FIELDS}
+        params = SamplingParams(**{**API_DEFAULTS, **sampling}, guidance=guidance)
         core_prompt = TextPrompt(prompt) if isinstance(prompt, str) else ChatPrompt(prompt)
         return GenerationRequest(
             core_prompt,
             params,
+            unset=DEFAULTED_FIELDS - sampling.keys(),
             max_tokens=max_new_tokens,
             stop=[stop] if isinstance(stop, str) else list(stop),
             n=n,

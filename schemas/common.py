@@ -17,6 +17,12 @@ class RequestModel(BaseModel):
 
 SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int (backends.types.SEED_MAX)
 MAX_STOPS = 4
+# Sampling left out is the model's own (GENAI_SAMPLING_DEFAULTS=model); a field's default is
+# the API's, which applies under GENAI_SAMPLING_DEFAULTS=api.
+GREEDY_OR_MODEL = (
+    "0 means greedy decoding. Left out: the model's default (its genai_config.json search), or "
+    "this default under GENAI_SAMPLING_DEFAULTS=api."
+)
 
 
 class TextPart(RequestModel):
@@ -107,7 +113,7 @@ class SamplingFields(RequestModel):
     """The sampling surface every generating route accepts."""
 
     model: str | None = Field(None, description="The served model name; omit for the default.")
-    temperature: float = Field(1.0, ge=0.0, le=2.0, description="0 means greedy decoding.")
+    temperature: float = Field(1.0, ge=0.0, le=2.0, description=GREEDY_OR_MODEL)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=0, description="0 disables the top-k cut.")
     min_tokens: int = Field(0, ge=0, description="EOS is suppressed until this many tokens.")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.common import SamplingFields
+from schemas.common import GREEDY_OR_MODEL, SamplingFields
 
 
 class GenerateRequest(SamplingFields):
@@ -18,7 +18,7 @@ class GenerateRequest(SamplingFields):
     max_new_tokens: int | None = Field(
         None, gt=0, description="Tokens to generate at most; default GENAI_DEFAULT_MAX_TOKENS."
     )
-    temperature: float = Field(0.7, ge=0.0, le=2.0, description="0 means greedy decoding.")
+    temperature: float = Field(0.7, ge=0.0, le=2.0, description=GREEDY_OR_MODEL)
 
 
 class GenerateResponse(BaseModel):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.common import ChatMessage, SamplingFields, TimingMetrics
+from schemas.common import GREEDY_OR_MODEL, ChatMessage, SamplingFields, TimingMetrics
 
 
 class ChatRequest(SamplingFields):
@@ -17,7 +17,7 @@ class ChatRequest(SamplingFields):
     )
 
     messages: list[ChatMessage] = Field(..., min_length=1)
-    temperature: float = Field(0.7, ge=0.0, le=2.0, description="0 means greedy decoding.")
+    temperature: float = Field(0.7, ge=0.0, le=2.0, description=GREEDY_OR_MODEL)
     max_tokens: int | None = Field(
         None, gt=0, description="Tokens to generate at most; default GENAI_DEFAULT_MAX_TOKENS."
     )

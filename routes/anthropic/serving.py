@@ -22,7 +22,14 @@ from routes.anthropic.errors import error_event
 from routes.door import ids
 from routes.door.answer import Door, Stream
 from routes.door.blocks import Block, BlockEvent, Closed, Opened, OutputBlocks
-from routes.door.convert import Finish, finish_reason, sampling_params, timing, totals
+from routes.door.convert import (
+    Finish,
+    finish_reason,
+    sampling_params,
+    timing,
+    totals,
+    unset_sampling,
+)
 from schemas.anthropic import (
     Base64ImageSource,
     ContentBlock,
@@ -171,6 +178,7 @@ def messages_request(body: MessagesRequest, request_id: str) -> GenerationReques
     return GenerationRequest(
         chat(body),
         sampling_params(body),
+        unset=unset_sampling(body),
         max_tokens=body.max_tokens,
         fit_max_tokens=True,  # as Anthropic does: reaching the context's end is a stop reason
         stop=body.stop_sequences or (),

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from backends.core.request import ChatPrompt, json_schema_guidance
 from backends.core.timing import RequestMetrics
+from backends.models.sampling import DEFAULTED_FIELDS
 from backends.types import ChoiceFinish, ImageSource, SamplingParams, Usage
 from schemas.common import ChatMessage, ImagePart, SamplingFields, TimingMetrics
 
@@ -63,6 +64,20 @@ def sampling_params(
         logprobs=logprobs,
         top_logprobs=top_logprobs,
         guidance=json_schema_guidance(json_schema) if json_schema is not None else None,
+    )
+
+
+def unset_sampling(body: BaseModel, names: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The sampling fields the client left out (or sent as null), in the core's names
+    (``names`` maps a core name to the body's where they differ): the core fills them with
+    the model's own defaults, or keeps the door's under GENAI_SAMPLING_DEFAULTS=api. A field
+    the body does not have is left out too (Anthropic's repetition penalty)."""
+    given = body.model_fields_set
+    names = names or {}
+    return frozenset(
+        core
+        for core in DEFAULTED_FIELDS
+        if (name := names.get(core, core)) not in given or getattr(body, name, None) is None
     )
 
 

@@ -13,7 +13,13 @@ from collections.abc import AsyncIterator
 from backends.core.handle import RequestHandle
 from backends.core.request import GenerationRequest, TextPrompt
 from routes.door.answer import Door, Stream
-from routes.door.convert import chat_prompt, finish_reason, sampling_params, timing
+from routes.door.convert import (
+    chat_prompt,
+    finish_reason,
+    sampling_params,
+    timing,
+    unset_sampling,
+)
 from schemas.generate import GenerateRequest, GenerateResponse
 from schemas.native import ChatRequest, ChatResponse, StreamDone, StreamToken
 
@@ -23,6 +29,7 @@ def chat_request(body: ChatRequest, request_id: str) -> GenerationRequest:
     return GenerationRequest(
         chat_prompt(body.messages),
         sampling_params(body),
+        unset=unset_sampling(body),
         max_tokens=body.max_tokens,
         stop=body.stop_list,
         model=body.model,
@@ -56,6 +63,7 @@ def generate_request(body: GenerateRequest, request_id: str) -> GenerationReques
     return GenerationRequest(
         TextPrompt(body.prompt),
         sampling_params(body),
+        unset=unset_sampling(body),
         max_tokens=body.max_new_tokens,
         stop=body.stop_list,
         model=body.model,

@@ -21,7 +21,7 @@ from backends.errors import GenerationFailed, InvalidRequest
 from backends.types import ChoiceFinish, GeneratedToken, ImageSource
 from routes.door.answer import Door, Lines
 from routes.door.blocks import BlockEvent, Closed, OutputBlocks
-from routes.door.convert import finish_reason, sampling_params, totals
+from routes.door.convert import finish_reason, sampling_params, totals, unset_sampling
 from routes.ollama.errors import error_line
 from schemas.ollama import (
     AssistantMessage,
@@ -81,6 +81,7 @@ def _request(
             top_logprobs=body.top_logprobs if logprobs else 0,
             json_schema=body.json_schema,
         ),
+        unset=unset_sampling(opts, {"repetition_penalty": "repeat_penalty"}),
         max_tokens=opts.max_tokens,
         stop=opts.stop or (),
         model=body.model,

@@ -20,7 +20,14 @@ from backends.errors import GenerationFailed
 from backends.types import GeneratedToken, Logprob, Usage
 from routes.door import ids
 from routes.door.answer import Door, Stream
-from routes.door.convert import chat_prompt, finish_reason, sampling_params, timing, totals
+from routes.door.convert import (
+    chat_prompt,
+    finish_reason,
+    sampling_params,
+    timing,
+    totals,
+    unset_sampling,
+)
 from schemas.openai import (
     AssistantMessage,
     CalledFunction,
@@ -60,6 +67,7 @@ def chat_request(body: ChatCompletionRequest, request_id: str) -> GenerationRequ
             json_schema=body.json_schema,
             beams=body.beam_search,
         ),
+        unset=unset_sampling(body),
         max_tokens=body.token_limit,
         stop=body.stop_list,
         n=body.n,
@@ -79,6 +87,7 @@ def completion_request(body: CompletionRequest, request_id: str) -> GenerationRe
         sampling_params(
             body, logprobs=logprobs, top_logprobs=body.logprobs or 0, beams=body.beam_search
         ),
+        unset=unset_sampling(body),
         max_tokens=body.max_tokens,
         stop=body.stop_list,
         n=body.n,

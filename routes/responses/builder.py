@@ -142,8 +142,8 @@ class ResponseBuilder:
             instructions=body.instructions,
             metadata=body.metadata or {},
             parallel_tool_calls=body.parallel_tool_calls is not False,
-            temperature=body.temperature,
-            top_p=body.top_p,
+            temperature=handle.sampling.temperature,  # the model's defaults filled in
+            top_p=handle.sampling.top_p,
             tool_choice=body.tool_choice or "auto",
             tools=body.offered_tools,
             max_output_tokens=body.max_output_tokens,

@@ -19,7 +19,7 @@ from backends.core.handle import RequestHandle
 from backends.core.request import ChatPrompt, GenerationRequest
 from backends.types import ImageSource, Transcript
 from routes.door.answer import Door, Stream
-from routes.door.convert import sampling_params
+from routes.door.convert import sampling_params, unset_sampling
 from routes.responses.builder import ResponseBuilder
 from routes.responses.state import Turn
 from schemas.responses import (
@@ -68,6 +68,7 @@ def responses_request(
             continues=continues,
         ),
         sampling_params(body, json_schema=body.json_schema),
+        unset=unset_sampling(body),
         max_tokens=body.max_output_tokens,
         stop=body.stop_list,
         model=body.model,

@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from schemas.anthropic.blocks import CacheControl, MessageParam, TextBlockParam, as_blocks
-from schemas.common import SEED_MAX, RequestModel
+from schemas.common import GREEDY_OR_MODEL, SEED_MAX, RequestModel
 
 MAX_STOP_SEQUENCES = 16
 
@@ -299,7 +299,7 @@ class MessagesRequest(MessagesInput):
         description="The text ends before the first one generated, which is not returned; "
         "`stop_reason` is then `stop_sequence` and `stop_sequence` names it.",
     )
-    temperature: float = Field(1.0, ge=0.0, le=1.0, description="0 means greedy decoding.")
+    temperature: float = Field(1.0, ge=0.0, le=1.0, description=GREEDY_OR_MODEL)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     top_k: int | None = Field(None, ge=0, description="0 disables the top-k cut.")
     seed: int | None = Field(

@@ -18,7 +18,8 @@ from schemas.common import SEED_MAX, RequestModel, SamplingFields
 
 MAX_STOPS = 16
 ThinkLevel = Literal["low", "medium", "high", "max"]
-# Ollama's own defaults (its api.DefaultOptions), so a client that sets nothing samples alike.
+# Ollama's own defaults (its api.DefaultOptions): what a client that sets nothing gets under
+# GENAI_SAMPLING_DEFAULTS=api (otherwise the model folder's, as Ollama takes its Modelfile's).
 DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_K = 40
 DEFAULT_TOP_P = 0.9
@@ -55,16 +56,25 @@ _ONLY_DEFAULT: dict[str, tuple[Any, str]] = {
 
 
 class OllamaOptions(RequestModel):
-    """The ``options`` object (Ollama's Modelfile parameters). Unset fields take Ollama's
-    defaults; ``null`` is unset."""
+    """The ``options`` object (Ollama's Modelfile parameters). Unset sampling fields take the
+    model folder's defaults (Ollama's own under GENAI_SAMPLING_DEFAULTS=api); ``null`` is
+    unset."""
 
     # Sampling.
     temperature: float | None = Field(
-        None, ge=0.0, le=2.0, description=f"Default {DEFAULT_TEMPERATURE}; 0 is greedy."
+        None,
+        ge=0.0,
+        le=2.0,
+        description=f"Default: the model's ({DEFAULT_TEMPERATURE} under "
+        "GENAI_SAMPLING_DEFAULTS=api); 0 is greedy.",
     )
-    top_p: float | None = Field(None, gt=0.0, le=1.0, description=f"Default {DEFAULT_TOP_P}.")
+    top_p: float | None = Field(
+        None, gt=0.0, le=1.0, description=f"Default: the model's ({DEFAULT_TOP_P} under api)."
+    )
     top_k: int | None = Field(
-        None, ge=0, description=f"Default {DEFAULT_TOP_K}; 0 disables the cut."
+        None,
+        ge=0,
+        description=f"Default: the model's ({DEFAULT_TOP_K} under api); 0 disables the cut.",
     )
     seed: int | None = Field(None, ge=-1, le=SEED_MAX, description="-1: a random seed.")
     num_predict: int | None = Field(
@@ -75,7 +85,11 @@ class OllamaOptions(RequestModel):
     )
     stop: list[str] | None = Field(None, max_length=MAX_STOPS)
     repeat_penalty: float | None = Field(
-        None, gt=0.0, le=2.0, description="Multiplicative, over the whole sequence; 1 = off."
+        None,
+        gt=0.0,
+        le=2.0,
+        description="Multiplicative, over the whole sequence; 1 = off. Default: the model's "
+        "(1 under api).",
     )
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
@@ -149,7 +163,8 @@ class OllamaOptions(RequestModel):
         return self.num_predict if self.num_predict is not None and self.num_predict > 0 else None
 
     def sampling_fields(self) -> SamplingFields:
-        """The sampling surface every door shares, with Ollama's defaults where unset."""
+        """The sampling surface every door shares, with this door's own defaults where unset (the
+        core puts the model's in their place unless GENAI_SAMPLING_DEFAULTS=api)."""
         return SamplingFields.model_construct(
             temperature=DEFAULT_TEMPERATURE if self.temperature is None else self.temperature,
             top_p=DEFAULT_TOP_P if self.top_p is None else self.top_p,

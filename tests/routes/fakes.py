@@ -23,7 +23,7 @@ from backends.chat.output import CallDelta, ToolCallResult
 from backends.core.handle import ChoiceDelta, ChoiceResult, Result
 from backends.core.request import GenerationRequest
 from backends.core.timing import RequestMetrics
-from backends.types import GeneratedToken, Logprob, Usage
+from backends.types import GeneratedToken, Logprob, SamplingParams, Usage
 from schemas.settings import DEMO_MODEL_DIR, Settings
 
 T = TypeVar("T")
@@ -77,6 +77,7 @@ class FakeHandle:
     n: int = 1
     created: int = 1
     cancelled: bool = False
+    sampling: SamplingParams = field(default_factory=SamplingParams)
 
     @property
     def choices(self) -> list[FakeChoice]:

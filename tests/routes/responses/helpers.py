@@ -13,7 +13,7 @@ from openai.types.responses import ResponseStreamEvent as SDKStreamEvent
 from pydantic import TypeAdapter
 
 from backends.core.timing import RequestMetrics
-from backends.types import Usage
+from backends.types import SamplingParams, Usage
 
 ASK = "What is the weather in Paris for three days?"
 EOS = 2  # the demo model's eos_token_id
@@ -109,6 +109,7 @@ def valid_weather(arguments: str) -> bool:
 class FakeHandle:
     model = "m"
     created = 1
+    sampling = SamplingParams()
 
     def usage(self) -> Usage:
         return Usage(10, 7, 4)

@@ -13,6 +13,7 @@ import pytest
 from backends.chat.output import CallDelta
 from backends.core.handle import ChoiceDelta
 from backends.errors import RequestTimedOut
+from backends.types import SamplingParams
 from routes.http.sse import sse_events
 from routes.responses import serving
 from routes.responses.state import Turn
@@ -141,10 +142,13 @@ def test_any_failure_mid_stream_is_a_numbered_error_event(
 
 
 def test_the_echoed_request_fields() -> None:
-    answer = whole([said("a"), end()], instructions="Be brief.", metadata={"k": "v"}, top_p=0.5)
-    assert (answer["instructions"], answer["metadata"], answer["top_p"]) == (
-        "Be brief.",
-        {"k": "v"},
-        0.5,
-    )
+    answer = whole([said("a"), end()], instructions="Be brief.", metadata={"k": "v"})
+    assert (answer["instructions"], answer["metadata"]) == ("Be brief.", {"k": "v"})
     assert answer["tool_choice"] == "auto" and answer["parallel_tool_calls"] is True
+
+
+def test_the_echoed_sampling_is_what_the_core_ran() -> None:
+    # The body left temperature out: the core filled in the model's default, which is said.
+    handle: Any = FakeHandle([said("a"), end()], sampling=SamplingParams(0.0, top_p=0.5))
+    answer = run(serving.response(handle, Turn(body(top_p=0.5)))).model_dump()
+    assert (answer["temperature"], answer["top_p"]) == (0.0, 0.5)
