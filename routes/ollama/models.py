@@ -16,6 +16,7 @@ from backends.core.registry import ModelRegistry, ServedModel
 from backends.core.service import InferenceService
 from backends.errors import InvalidRequest, NotReady
 from backends.models.folder import ModelFolder
+from backends.models.sampling import SamplingDefaults
 from backends.models.summary import (
     FolderSummary,
     parameter_size,
@@ -194,6 +195,16 @@ def _model_info(folder: ModelFolder, summary: FolderSummary, context: int) -> di
     return {key: value for key, value in info.items() if value is not None}
 
 
+def _sampling(defaults: SamplingDefaults | None) -> str:
+    """The sampling a request that sets none gets, as Modelfile parameters: the model's own,
+    or (None: GENAI_SAMPLING_DEFAULTS=api) this door's."""
+    if defaults is None:
+        return f"temperature {DEFAULT_TEMPERATURE}\ntop_k {DEFAULT_TOP_K}\ntop_p {DEFAULT_TOP_P}\n"
+    d = defaults
+    penalty = f"repeat_penalty {d.repetition_penalty:g}\n" if d.repetition_penalty != 1.0 else ""
+    return f"temperature {d.temperature:g}\ntop_k {d.top_k}\ntop_p {d.top_p:g}\n{penalty}"
+
+
 def show(models: ModelRegistry, name: str) -> ShowResponse:
     model = models.served_model(name)  # a 404 that lists the served models
     entry = _entry(model)
@@ -206,11 +217,8 @@ def show(models: ModelRegistry, name: str) -> ShowResponse:
     if entry is None:
         raise NotReady(f"The model {name!r} is not loaded ({model.service.status}).")
     parameters = f"num_ctx {entry.context}"
-    if "completion" in entry.capabilities:
-        parameters = (
-            f"temperature {DEFAULT_TEMPERATURE}\ntop_k {DEFAULT_TOP_K}\ntop_p {DEFAULT_TOP_P}\n"
-            + parameters
-        )
+    if isinstance(model.service, InferenceService) and "completion" in entry.capabilities:
+        parameters = _sampling(model.service.sampling_defaults) + parameters
     return ShowResponse(
         modelfile=f"# An ONNX model folder, served as {model.id!r}.\n"
         f"FROM {entry.source}\n" + "".join(f"PARAMETER {p}\n" for p in parameters.split("\n")),
