@@ -101,7 +101,14 @@ def test_a_stop_sequence_is_cut_and_named(client: TestClient) -> None:
 # ---- tools -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("seed", range(3))
 def test_tool_choice_any_gives_one_valid_tool_use(client: TestClient, seed: int) -> None:
-    message = post(client, tools=[WEATHER, TIME], tool_choice=ONE_CALL, seed=seed, max_tokens=200)
+    message = post(
+        client,
+        tools=[WEATHER, TIME],
+        tool_choice=ONE_CALL,
+        temperature=1,
+        seed=seed,
+        max_tokens=200,
+    )
     assert message["stop_reason"] == "tool_use"
     [block] = message["content"]  # the call's text is not also a text block
     assert block["type"] == "tool_use" and block["id"].startswith("toolu_")
@@ -111,7 +118,14 @@ def test_tool_choice_any_gives_one_valid_tool_use(client: TestClient, seed: int)
 def test_a_named_tool_is_the_one_called(client: TestClient) -> None:
     choice = {"type": "tool", "name": "get_time", "disable_parallel_tool_use": True}
     for seed in range(3):
-        message = post(client, tools=[WEATHER, TIME], tool_choice=choice, seed=seed, max_tokens=80)
+        message = post(
+            client,
+            tools=[WEATHER, TIME],
+            tool_choice=choice,
+            temperature=1,
+            seed=seed,
+            max_tokens=80,
+        )
         [block] = message["content"]
         assert block["name"] == "get_time" and valid_input("get_time", block["input"])
         assert message["stop_reason"] == "tool_use"

@@ -175,7 +175,7 @@ def test_chat_logprobs_stream_with_the_tokens(client: TestClient) -> None:
 def test_json_schema_output_parses_and_matches(client: TestClient) -> None:
     fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": BOOL_SCHEMA}}
     for seed in (1, 2):
-        body = chat(client, max_tokens=40, seed=seed, response_format=fmt)
+        body = chat(client, max_tokens=40, temperature=1.0, seed=seed, response_format=fmt)
         value = json.loads(body["choices"][0]["message"]["content"])
         assert set(value) == {"ok"} and isinstance(value["ok"], bool)
         assert body["choices"][0]["finish_reason"] == "stop"
@@ -185,7 +185,12 @@ def test_json_object_output_is_an_object(client: TestClient) -> None:
     # Any object is allowed, so a model may write one endless key; those that end parse.
     finished = 0
     for seed in range(1, 11):
-        req = {"max_tokens": 200, "seed": seed, "response_format": {"type": "json_object"}}
+        req = {
+            "max_tokens": 200,
+            "temperature": 1.0,
+            "seed": seed,
+            "response_format": {"type": "json_object"},
+        }
         [choice] = chat(client, **req)["choices"]
         assert choice["message"]["content"].startswith("{")
         if choice["finish_reason"] == "stop":

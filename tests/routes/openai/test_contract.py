@@ -165,6 +165,7 @@ def test_json_schema_response_format(api: OpenAI) -> None:
             model=MODEL,
             messages=MESSAGES,
             max_tokens=40,
+            temperature=1.0,
             seed=seed,
             response_format={
                 "type": "json_schema",

@@ -73,6 +73,7 @@ def test_required_gives_one_valid_call(client: TestClient, seed: int) -> None:
         tools=[WEATHER, TIME],
         tool_choice="required",
         parallel_tool_calls=False,
+        temperature=1.0,
         seed=seed,
         max_tokens=200,
     )
@@ -89,7 +90,12 @@ def test_required_with_parallel_calls_gives_only_valid_calls(client: TestClient)
     # every call it finished is valid, and the one cut short is not passed off as a call.
     for seed in range(3):
         [choice] = post(
-            client, tools=[WEATHER, TIME], tool_choice="required", seed=seed, max_tokens=200
+            client,
+            tools=[WEATHER, TIME],
+            tool_choice="required",
+            temperature=1.0,
+            seed=seed,
+            max_tokens=200,
         )["choices"]
         calls = choice["message"]["tool_calls"]
         assert calls and choice["finish_reason"] in ("tool_calls", "length")
@@ -106,6 +112,7 @@ def test_a_named_tool_choice_calls_exactly_that_tool(client: TestClient, paralle
             tools=[WEATHER, TIME],
             tool_choice=named,
             parallel_tool_calls=parallel,
+            temperature=1.0,
             seed=seed,
             max_tokens=200,
         )

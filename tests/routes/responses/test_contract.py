@@ -155,6 +155,7 @@ def test_structured_output_parses(api: OpenAI) -> None:
             input="Pick a colour.",
             text_format=Colour,
             max_output_tokens=40,
+            temperature=1.0,
             extra_body={"seed": seed},
         )
         assert isinstance(parsed.output_parsed, Colour)
