@@ -87,15 +87,41 @@ def prose(rng: random.Random, lines: int) -> str:
     return "\n".join(out)
 
 
+class CorpusRandom(random.Random):
+    """The corpus's random source, with its share of made-up values: with ``made_up`` > 0
+    that share of path parts, file stems and echoed words are random letters and digits, so a
+    call can only write them by copying them from the request (see :func:`copy_turn`)."""
+
+    def __init__(self, seed: int, made_up: float = 0.0) -> None:
+        super().__init__(seed)
+        self.made_up = made_up
+
+    def invented(self) -> str | None:
+        """A made-up word, or None (most of the time, and always without ``made_up``)."""
+        if self.random() >= self.made_up:
+            return None
+        return "".join(self.choice(LETTERS) for _ in range(self.randint(3, 10)))
+
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def _made_up(rng: random.Random) -> str | None:
+    return rng.invented() if isinstance(rng, CorpusRandom) else None
+
+
 def path(rng: random.Random, absolute: float = 0.7) -> str:
     """A file path: relative, or absolute with a few folders (some like a test's temp folder)."""
-    name = f"{rng.choice(STEMS + NOUNS[:12])}.{rng.choice(EXTS)}"
+    name = f"{_made_up(rng) or rng.choice(STEMS + NOUNS[:12])}.{rng.choice(EXTS)}"
     if rng.random() > absolute:
         return "/".join(rng.sample(DIRS, rng.randint(0, 2)) + [name])
     parts = []
     for _ in range(rng.randint(1, 5)):
         r = rng.random()
-        if r < 0.5:
+        invented = _made_up(rng)
+        if invented:
+            parts.append(invented)
+        elif r < 0.5:
             parts.append(rng.choice(DIRS))
         elif r < 0.7:
             head = f"{rng.choice(DIRS)}-{rng.choice(['of', 'for'])}"
@@ -111,7 +137,8 @@ def path(rng: random.Random, absolute: float = 0.7) -> str:
 def command(rng: random.Random) -> str:
     r = rng.random()
     if r < 0.35:
-        return f"echo {' '.join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))}"
+        words = (_made_up(rng) or rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
+        return f"echo {' '.join(words)}"
     if r < 0.55:
         return f"cat {path(rng, 0.4)}"
     return rng.choice(
@@ -302,13 +329,52 @@ def agent_turn(rng: random.Random, size: int) -> tuple[list[dict[str, Any]], lis
     return msgs, tools, reply
 
 
-def agent_corpus(render: Any, n: int, seed: int, lines: tuple[int, int]) -> list[tuple[str, str]]:
-    """``n`` (prompt, reply) pairs of agent turns with ``lines`` (min, max) instruction lines."""
-    rng = random.Random(seed)
+COPY_ASKS = ("Repeat exactly: {v}", "Say exactly this: {v}", "Copy this: {v}", "Echo back: {v}")
+
+
+def copy_turn(rng: random.Random) -> tuple[list[dict[str, Any]], list[Any], str]:
+    """A request to repeat a value (a path, a command, made-up words): the reply is the value.
+    What teaches the model to copy from its context (an induction circuit); with made-up
+    values nothing else gives the answer."""
+    r = rng.random()
+    value = (
+        path(rng)
+        if r < 0.4
+        else command(rng)
+        if r < 0.7
+        else " ".join(_made_up(rng) or rng.choice(WORDS + NOUNS) for _ in range(rng.randint(1, 4)))
+    )
+    msgs = [{"role": "user", "content": rng.choice(COPY_ASKS).format(v=value)}]
+    if rng.random() < 0.5:
+        msgs.insert(0, {"role": "system", "content": prose(rng, rng.randint(1, 6))})
+    return msgs, [], value
+
+
+def copy_corpus(render: Any, n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` copy turns alone, their values half made up: the first phase of a training run
+    that must learn to copy before anything else (``--copy-steps``)."""
+    rng = CorpusRandom(seed, made_up=0.5)
     out = []
     for _ in range(n):
-        messages, tools, reply = agent_turn(rng, rng.randint(*lines))
-        out.append((render(messages, tools), reply + "<|im_end|>"))
+        messages, _, reply = copy_turn(rng)
+        out.append((render(messages, None), reply + "<|im_end|>"))
+    return out
+
+
+def agent_corpus(
+    render: Any, n: int, seed: int, lines: tuple[int, int], copying: float = 0.0
+) -> list[tuple[str, str]]:
+    """``n`` (prompt, reply) pairs of agent turns with ``lines`` (min, max) instruction lines.
+    With ``copying`` > 0, that share of them are copy turns and as much of the values are
+    made up (:class:`CorpusRandom`); 0 gives the corpus as it was before the option."""
+    rng = CorpusRandom(seed, made_up=copying) if copying else random.Random(seed)
+    out = []
+    for _ in range(n):
+        if copying and rng.random() < copying:
+            messages, tools, reply = copy_turn(rng)
+        else:
+            messages, tools, reply = agent_turn(rng, rng.randint(*lines))
+        out.append((render(messages, tools or None), reply + "<|im_end|>"))
     return out
 
 

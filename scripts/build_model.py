@@ -386,8 +386,26 @@ def main() -> None:
         help="train a Mistral-shaped demo model attending through a sliding window of this many"
         " tokens, with the tools listed after the conversation (scripts/demo_chat_template.jinja)",
     )
+    ap.add_argument(
+        "--copying",
+        type=float,
+        default=0.0,
+        help="this share of the agent turns are copy tasks, and as much of their paths and"
+        " commands made up, so that a call can only write them by copying (needs --lr 1e-3:"
+        " copying does not form at the default 5e-3)",
+    )
+    ap.add_argument("--lr", type=float, default=5e-3, help="peak learning rate (AdamW)")
+    ap.add_argument(
+        "--copy-steps",
+        type=int,
+        default=0,
+        help="first train this many steps of 16 copy turns alone (scripts/agent_corpus.py)",
+    )
     args = ap.parse_args()
     mix = {
+        "lr": args.lr,
+        "copying": args.copying,
+        "copy_steps": args.copy_steps,
         "chat_turns": args.chat_turns,
         "agent_turns": args.agent_turns,
         "batch_tokens": args.batch_tokens,

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scripts.agent_corpus import agent_corpus
+from scripts.agent_corpus import agent_corpus, copy_corpus
 from scripts.demo_corpus import corpus
 
 TRAIN_CONVERSATIONS = 12000
@@ -234,6 +234,8 @@ def make_trained_hf_folder(
     window: int = 0,
     agent_lines: tuple[int, int] = AGENT_LINES,
     agent_max_tokens: int = AGENT_MAX_TOKENS,
+    copying: float = 0.0,
+    copy_steps: int = 0,
 ) -> dict[str, Any]:
     """Tokenizer, model and training: the builder's input in ``hf_dir``. Returns the record of
     the run (seed, steps, loss curve, seconds). ``chat_turns`` of the chat corpus, plus
@@ -248,7 +250,7 @@ def make_trained_hf_folder(
     )
     tok = AutoTokenizer.from_pretrained(hf_dir)
     data = encode_pairs(tok, corpus(renderer(template), chat_turns, seed))
-    agent = agent_corpus(renderer(template), agent_turns, seed + 1, agent_lines)
+    agent = agent_corpus(renderer(template), agent_turns, seed + 1, agent_lines, copying)
     agent_data = encode_pairs(tok, agent, agent_max_tokens)
     if not window:  # a sliding window sees no position past its width: nothing to spread
         agent_data = spread_positions(agent_data, CONTEXT, seed)
@@ -278,6 +280,14 @@ def make_trained_hf_folder(
         f"at most {batch} turns and {batch_tokens} tokens, seed {seed}",
         flush=True,
     )
+    copy_run = None
+    if copy_steps:  # copying first: it does not form among the other turns in minutes
+        copies = encode_pairs(tok, copy_corpus(renderer(template), copy_steps * 4, seed + 2))
+        print(f"copy phase: {len(copies):,} copy turns, {copy_steps} steps of 16", flush=True)
+        copy_run = train(
+            model, copies, steps=copy_steps, batch=16, lr=lr, seed=seed,
+            pad_id=tok.pad_token_id, batch_tokens=batch_tokens,
+        )  # fmt: skip
     run = train(
         model, data, steps=steps, batch=batch, lr=lr, seed=seed, pad_id=tok.pad_token_id,
         batch_tokens=batch_tokens,
@@ -295,6 +305,9 @@ def make_trained_hf_folder(
         "window": window,
         "agent_lines": list(agent_lines),
         "agent_max_tokens": agent_max_tokens,
+        "copying": copying,
+        "copy_steps": copy_steps,
+        "copy_curve": copy_run["curve"] if copy_run else None,
         "train_seconds": run["seconds"],
         "total_seconds": round(time.monotonic() - started, 1),
         "loss_curve": run["curve"],

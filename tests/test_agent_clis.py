@@ -7,7 +7,8 @@ only the base URL, a key and the model name are given, in a fresh home folder.
 
 They need a demo model that ends its turns, writes hermes ``<tool_call>``s and holds an agent's
 prompt (Codex's 19,285 tokens with the demo tokenizer, Claude Code's about 57,000 by default);
-with a smaller context they skip, saying why.
+with a smaller context they skip, saying why. ``AGENT_CLI_MODEL_DIR`` runs them against another
+model folder (a candidate demo model): the server's own GENAI_* settings are not passed on.
 """
 
 from __future__ import annotations
@@ -64,8 +65,11 @@ def install(package: str) -> Path:
     return bin_dir
 
 
+MODEL_DIR = Path(os.environ.get("AGENT_CLI_MODEL_DIR") or DEMO_MODEL_DIR)
+
+
 def demo_context() -> int:
-    config = json.loads((DEMO_MODEL_DIR / "genai_config.json").read_text())
+    config = json.loads((MODEL_DIR / "genai_config.json").read_text())
     return int(config["model"]["context_length"])
 
 
@@ -77,7 +81,7 @@ def server() -> Iterator[ServerProcess]:
             f"the demo model's context ({context} tokens) cannot hold an agent's prompt "
             f"(needs {NEEDED_CONTEXT}): these tests need the trained demo model"
         )
-    with live_server(log_level="info", timeout=120) as live:
+    with live_server(log_level="info", timeout=120, GENAI_MODEL_DIR=str(MODEL_DIR)) as live:
         yield live
 
 
