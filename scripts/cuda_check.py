@@ -1,10 +1,10 @@
 """The CUDA path on a GPU machine, in one run: what no test on a CPU machine can reach.
 
     python scripts/build_model.py --shape smollm2-135m --precision fp16 --device cuda --paged \\
-        --out /tmp/cuda-model
+        --out cuda-model
     python scripts/build_model.py --shape smollm2-135m --precision fp16 --device cuda \\
-        --out /tmp/cuda-plain        # the same weights (same seed), for og.Generator
-    python scripts/cuda_check.py --model /tmp/cuda-model --plain /tmp/cuda-plain --out r.json
+        --out cuda-plain        # the same weights (same seed), for og.Generator
+    python scripts/cuda_check.py --model cuda-model --plain cuda-plain --out r.json
 
 Needs onnxruntime-genai-cuda and onnxruntime-gpu in place of the CPU packages. Prints and
 writes (``--out``) a JSON record:
