@@ -9,6 +9,7 @@ sequences is queued.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from typing import Any
 
@@ -18,11 +19,12 @@ from backends.chat.tools import plan_tools
 from backends.config import Limits
 from backends.core.handle import RequestHandle
 from backends.core.request import GenerationRequest
+from backends.engine.batch.guidance import first_line
 from backends.engine.scheduler import Job, Strategy
 from backends.errors import ContextLengthExceeded, InvalidRequest
 from backends.models.loader import LoadedModel
 from backends.models.sampling import SamplingDefaults
-from backends.types import SEED_MAX, GenerationParams, PreparedPrompt
+from backends.types import SEED_MAX, GenerationParams, GuidanceKind, PreparedPrompt
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +146,15 @@ def check_guidance(request: GenerationRequest, tokenizer: Any = None) -> None:
             f"{MAX_GRAMMAR_CHARS}.",
             param=param,
         )
+    problem = _grammar_problem(kind, text, tokenizer)
+    if problem:
+        reason = first_line(problem)
+        raise InvalidRequest(f"The {kind.replace('_', ' ')} cannot be used: {reason}", param=param)
+
+
+def _grammar_problem(kind: GuidanceKind, text: str, tokenizer: Any = None) -> str:
+    """What llguidance finds wrong with the grammar ("" if nothing); with the model's
+    ``tokenizer``, also once its forced first tokens are fed."""
     import llguidance
 
     try:
@@ -153,9 +164,7 @@ def check_guidance(request: GenerationRequest, tokenizer: Any = None) -> None:
             problem = _forced_start_problem(llguidance, tokenizer, grammar)
     except ValueError as exc:
         problem = str(exc)
-    if problem:
-        reason = " ".join(problem.split("<state>")[0].split())[:300]
-        raise InvalidRequest(f"The {kind.replace('_', ' ')} cannot be used: {reason}", param=param)
+    return str(problem or "")
 
 
 def _forced_start_problem(llguidance: Any, tokenizer: Any, grammar: str) -> str:
@@ -168,19 +177,14 @@ def _forced_start_problem(llguidance: Any, tokenizer: Any, grammar: str) -> str:
     return str(matcher.get_error()) if matcher.is_error() else ""
 
 
+@functools.lru_cache(maxsize=64)
 def usable_grammar(text: str) -> bool:
     """Whether llguidance compiles the Lark grammar ``text`` (a lazy tool-call grammar it does
-    not is left out: the calls then stay free, as before, and the request goes on)."""
-    import llguidance
-
-    try:
-        problem = llguidance.LLMatcher.validate_grammar(llguidance.grammar_from("lark", text))
-    except ValueError as exc:
-        problem = str(exc)
+    not is left out: the calls then stay free, as before, and the request goes on). Cached:
+    an agent sends the same tools with every request."""
+    problem = _grammar_problem("lark_grammar", text)
     if problem:
-        log.info(
-            "tool-call grammar left out: %s", " ".join(problem.split("<state>")[0].split())[:300]
-        )
+        log.info("tool-call grammar left out: %s", first_line(problem))
     return not problem
 
 
