@@ -92,15 +92,29 @@ class CorpusRandom(random.Random):
     that share of path parts, file stems and echoed words are random letters and digits, so a
     call can only write them by copying them from the request (see :func:`copy_turn`)."""
 
-    def __init__(self, seed: int, made_up: float = 0.0) -> None:
+    def __init__(
+        self,
+        seed: int,
+        made_up: float = 0.0,
+        depth: int = 5,
+        tools: int = 2,
+        prefixed: bool = False,
+    ) -> None:
         super().__init__(seed)
         self.made_up = made_up
+        self.depth = depth  # the most folders in a path
+        self.tools = tools  # the most unrelated tools offered beside the ones asked for
+        self.prefixed = prefixed  # made-up words may start with a real one (tmp, notes-, read_)
 
     def invented(self) -> str | None:
         """A made-up word, or None (most of the time, and always without ``made_up``)."""
         if self.random() >= self.made_up:
             return None
-        return "".join(self.choice(LETTERS) for _ in range(self.randint(3, 10)))
+        letters = "".join(self.choice(LETTERS) for _ in range(self.randint(3, 10)))
+        if self.prefixed and self.random() < 0.5:
+            head = self.choice(WORDS + STEMS + DIRS + ["tmp", "tmp", "pytest", "test"])
+            return head + self.choice(["", "", "-", "_", "."]) + letters
+        return letters
 
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -115,8 +129,10 @@ def path(rng: random.Random, absolute: float = 0.7) -> str:
     name = f"{_made_up(rng) or rng.choice(STEMS + NOUNS[:12])}.{rng.choice(EXTS)}"
     if rng.random() > absolute:
         return "/".join(rng.sample(DIRS, rng.randint(0, 2)) + [name])
+    if isinstance(rng, CorpusRandom) and rng.depth > 5 and rng.random() < 0.25:
+        return f"{temp_folder(rng)}/{name}"
     parts = []
-    for _ in range(rng.randint(1, 5)):
+    for _ in range(rng.randint(1, rng.depth if isinstance(rng, CorpusRandom) else 5)):
         r = rng.random()
         invented = _made_up(rng)
         if invented:
@@ -132,6 +148,25 @@ def path(rng: random.Random, absolute: float = 0.7) -> str:
             head = f"test_{rng.choice(NOUNS)}_{rng.choice(ACTIONS).split()[0]}"
             parts.append(f"{head}_{rng.choice(NOUNS)}{rng.randint(0, 9)}")
     return "/" + "/".join(parts + [name])
+
+
+def temp_folder(rng: CorpusRandom) -> str:
+    """A temporary folder as tests and tools make them (pytest's, mkdtemp's, macOS's), its
+    made-up parts random."""
+
+    def made(lo: int, hi: int) -> str:
+        return "".join(rng.choice(LETTERS) for _ in range(rng.randint(lo, hi)))
+
+    r = rng.random()
+    if r < 0.5:
+        words = "_".join(rng.choice(NOUNS + ACTIONS + DIRS).split()[0] for _ in range(4))
+        test = f"test_{words}"[: rng.randint(12, 30)] + str(rng.randint(0, 9))
+        user = rng.choice(["root", "user", "ci", made(3, 8)])
+        sub = rng.choice(["", "/work", "/" + rng.choice(DIRS)])
+        return f"/tmp/pytest-of-{user}/pytest-{rng.randint(0, 99)}/{test}{sub}"
+    if r < 0.8:
+        return f"/tmp/tmp{made(8, 8)}"
+    return f"/var/folders/{made(2, 2)}/{made(20, 30)}/T/{made(6, 10)}"
 
 
 def command(rng: random.Random) -> str:
@@ -257,6 +292,41 @@ def spec(name: str, description: str, parameters: dict[str, Any]) -> dict[str, A
     }
 
 
+VERBS = "get create update close view send wait spawn list stop run set".split()
+THINGS = (
+    "goal plan image agent input stdin task memory cron worktree notebook message skill "
+    "workflow findings wakeup output resource"
+).split()
+PARAMS = (
+    "status message id objective items chars prompt description subject target taskId "
+    "reason action query method to cron"
+).split()
+
+
+def unrelated_tools(rng: random.Random) -> list[dict[str, Any]]:
+    """The tools offered that no request here asks for: up to two, or with
+    :class:`CorpusRandom`'s ``tools`` above 2, up to that many, often many (agents offer 10-30)."""
+    most = rng.tools if isinstance(rng, CorpusRandom) else 2
+    if most <= 2:
+        return [other_tool(rng) for _ in range(rng.randint(0, 2))]
+    n = min(most, int(most * rng.random() ** 1.5) + rng.randint(0, 2))
+    return [many_tool(rng) for _ in range(n)]
+
+
+def many_tool(rng: random.Random) -> dict[str, Any]:
+    """An unrelated tool named as agents name theirs (``TaskCreate``, ``CronList``,
+    ``Skill``, ``close_agent``) with zero to three required parameters."""
+    verb, thing = rng.choice(VERBS), rng.choice(THINGS)
+    name = rng.choice(
+        [f"{verb}_{thing}", f"{thing.title()}{verb.title()}", f"{verb.title()}{thing.title()}",
+         thing.title(), f"{thing}_{verb}"]
+    )  # fmt: skip
+    params = rng.sample(PARAMS, rng.choice([0, 0, 1, 1, 1, 2, 3]))
+    return spec(
+        name, f"{verb.title()} the {thing}.", schema(rng, [(q, f"The {q}.") for q in params])
+    )
+
+
 def other_tool(rng: random.Random) -> dict[str, Any]:
     """A tool no request here asks for (plans, goals, images, agents...)."""
     verb = rng.choice(["get", "create", "update", "close", "view", "send", "wait", "spawn"])
@@ -295,7 +365,7 @@ def agent_turn(rng: random.Random, size: int) -> tuple[list[dict[str, Any]], lis
         description = rng.choice(k.descriptions)
         tools.append(spec(name, description, schema(rng, [(param, f"The {param}.")])))
         chosen = chosen or (name, param)
-    tools += [other_tool(rng) for _ in range(rng.randint(0, 2))]
+    tools += unrelated_tools(rng)
     rng.shuffle(tools)
     assert chosen is not None
     msgs: list[dict[str, Any]] = [{"role": "system", "content": prose(rng, size)}]
@@ -350,10 +420,13 @@ def copy_turn(rng: random.Random) -> tuple[list[dict[str, Any]], list[Any], str]
     return msgs, [], value
 
 
-def copy_corpus(render: Any, n: int, seed: int) -> list[tuple[str, str]]:
-    """``n`` copy turns alone, their values half made up: the first phase of a training run
-    that must learn to copy before anything else (``--copy-steps``)."""
-    rng = CorpusRandom(seed, made_up=0.5)
+def copy_corpus(
+    render: Any, n: int, seed: int, depth: int = 5, prefixed: bool = False
+) -> list[tuple[str, str]]:
+    """``n`` copy turns alone, their values half made up, paths up to ``depth`` folders deep:
+    the first phase of a training run that must learn to copy before anything else
+    (``--copy-steps``)."""
+    rng = CorpusRandom(seed, made_up=0.5, depth=depth, prefixed=prefixed)
     out = []
     for _ in range(n):
         messages, _, reply = copy_turn(rng)
@@ -362,19 +435,32 @@ def copy_corpus(render: Any, n: int, seed: int) -> list[tuple[str, str]]:
 
 
 def agent_corpus(
-    render: Any, n: int, seed: int, lines: tuple[int, int], copying: float = 0.0
+    render: Any,
+    n: int,
+    seed: int,
+    lines: tuple[int, int],
+    copying: float = 0.0,
+    depth: int = 5,
+    tools: int = 2,
+    made_up: float | None = None,
 ) -> list[tuple[str, str]]:
     """``n`` (prompt, reply) pairs of agent turns with ``lines`` (min, max) instruction lines.
     With ``copying`` > 0, that share of them are copy turns and as much of the values are
-    made up (:class:`CorpusRandom`); 0 gives the corpus as it was before the option."""
-    rng = CorpusRandom(seed, made_up=copying) if copying else random.Random(seed)
+    made up (:class:`CorpusRandom`, as ``depth`` and ``tools``), or ``made_up`` of them, some
+    with a real word in front; 0 gives the corpus as it was before the option."""
+    share = copying if made_up is None else made_up
+    rng: random.Random = (
+        CorpusRandom(seed, share, depth=depth, tools=tools, prefixed=made_up is not None)
+        if copying
+        else random.Random(seed)
+    )
     out = []
     for _ in range(n):
         if copying and rng.random() < copying:
-            messages, tools, reply = copy_turn(rng)
+            messages, offered, reply = copy_turn(rng)
         else:
-            messages, tools, reply = agent_turn(rng, rng.randint(*lines))
-        out.append((render(messages, tools or None), reply + "<|im_end|>"))
+            messages, offered, reply = agent_turn(rng, rng.randint(*lines))
+        out.append((render(messages, offered or None), reply + "<|im_end|>"))
     return out
 
 

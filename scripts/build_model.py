@@ -288,6 +288,7 @@ def build(
     paged: bool = False,
 ) -> None:
     mix = dict(mix or {})
+    context = mix.pop("context", 0)
     template = DEMO_TEMPLATE if mix.get("window") else CHAT_TEMPLATE
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = Path(tmp) / "hf"
@@ -298,7 +299,8 @@ def build(
             if arch != "llama":
                 raise SystemExit("--train-steps trains the demo model only (--window: Mistral)")
             record = make_trained_hf_folder(
-                hf_dir, dict(SHAPES[shape]), template, SPECIAL_TOKENS,
+                hf_dir, SHAPES[shape] | ({"max_position_embeddings": context} if context else {}),
+                template, SPECIAL_TOKENS,
                 seed=seed, steps=train_steps, **mix,
             )  # fmt: skip
         else:
@@ -401,6 +403,26 @@ def main() -> None:
         default=0,
         help="first train this many steps of 16 copy turns alone (scripts/agent_corpus.py)",
     )
+    ap.add_argument(
+        "--copy-depth", type=int, default=5, help="the most folders in a copy turn's path"
+    )
+    ap.add_argument(
+        "--agent-tools",
+        type=int,
+        default=2,
+        help="the most unrelated tools an agent turn offers (above 2: often many, named as"
+        " agents name theirs, as Codex's 12 and Claude Code's 25)",
+    )
+    ap.add_argument(
+        "--made-up",
+        type=float,
+        default=None,
+        help="this share of the agent turns' values are made up, some behind a real word"
+        " (tmp, notes-), in the copy turns too (default: as --copying, none prefixed)",
+    )
+    ap.add_argument(
+        "--context", type=int, default=0, help="the context length (default: the shape's)"
+    )
     args = ap.parse_args()
     mix = {
         "lr": args.lr,
@@ -412,6 +434,10 @@ def main() -> None:
         "window": args.window,
         "agent_lines": tuple(int(n) for n in args.agent_lines.split(",")),
         "agent_max_tokens": args.agent_max_tokens,
+        "copy_depth": args.copy_depth,
+        "agent_tools": args.agent_tools,
+        "made_up": args.made_up,
+        "context": args.context,
     }
     build(
         args.shape, args.precision, args.out, args.seed, args.init_range, args.arch,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import time
 from pathlib import Path
@@ -28,6 +29,9 @@ MAX_TOKENS = 400  # longer examples (a few long chats) are dropped
 BATCH_TOKENS = 4096  # a batch of long agent turns holds fewer of them (8 chats of 400 fit)
 KEEP_NEAR = 48  # the last prompt tokens before the reply keep consecutive positions
 PROMPT_WEIGHT = 0.1  # prompt tokens teach the language a little; the replies are the task
+# Where to train: the build trains on the CPU; "cuda" makes a recipe search minutes on a GPU
+# (deterministic there too, but not bit-equal to the CPU's run).
+DEVICE = os.environ.get("DEMO_TRAIN_DEVICE", "cpu")
 
 
 def renderer(template: str) -> Any:
@@ -115,8 +119,11 @@ def train(
 
     torch.manual_seed(seed)
     torch.set_num_threads(2)
-    torch.use_deterministic_algorithms(True)
+    if DEVICE != "cpu":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=DEVICE != "cpu")
     rng = random.Random(seed)
+    model.to(DEVICE)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
     warmup = max(1, steps // 20)
@@ -151,6 +158,8 @@ def train(
             weight[row, 1 : len(seq)] = PROMPT_WEIGHT
             weight[row, reply_at : len(seq)] = 1.0
             reply[row, reply_at : len(seq)] = 1.0
+        ids, weight, reply = ids.to(DEVICE), weight.to(DEVICE), reply.to(DEVICE)
+        mask, positions = mask.to(DEVICE), positions.to(DEVICE)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, :-1]
         nll = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
@@ -172,6 +181,7 @@ def train(
                 f"{time.monotonic() - start:6.1f} s",
                 flush=True,
             )
+    model.to("cpu")
     model.eval()
     return {"curve": curve, "seconds": round(time.monotonic() - start, 1)}
 
@@ -236,6 +246,9 @@ def make_trained_hf_folder(
     agent_max_tokens: int = AGENT_MAX_TOKENS,
     copying: float = 0.0,
     copy_steps: int = 0,
+    copy_depth: int = 5,
+    agent_tools: int = 2,
+    made_up: float | None = None,
 ) -> dict[str, Any]:
     """Tokenizer, model and training: the builder's input in ``hf_dir``. Returns the record of
     the run (seed, steps, loss curve, seconds). ``chat_turns`` of the chat corpus, plus
@@ -250,7 +263,10 @@ def make_trained_hf_folder(
     )
     tok = AutoTokenizer.from_pretrained(hf_dir)
     data = encode_pairs(tok, corpus(renderer(template), chat_turns, seed))
-    agent = agent_corpus(renderer(template), agent_turns, seed + 1, agent_lines, copying)
+    agent = agent_corpus(
+        renderer(template), agent_turns, seed + 1, agent_lines, copying, copy_depth, agent_tools,
+        made_up,
+    )  # fmt: skip
     agent_data = encode_pairs(tok, agent, agent_max_tokens)
     if not window:  # a sliding window sees no position past its width: nothing to spread
         agent_data = spread_positions(agent_data, CONTEXT, seed)
@@ -282,7 +298,12 @@ def make_trained_hf_folder(
     )
     copy_run = None
     if copy_steps:  # copying first: it does not form among the other turns in minutes
-        copies = encode_pairs(tok, copy_corpus(renderer(template), copy_steps * 4, seed + 2))
+        copies = encode_pairs(
+            tok,
+            copy_corpus(
+                renderer(template), copy_steps * 4, seed + 2, copy_depth, made_up is not None
+            ),
+        )
         print(f"copy phase: {len(copies):,} copy turns, {copy_steps} steps of 16", flush=True)
         copy_run = train(
             model, copies, steps=copy_steps, batch=16, lr=lr, seed=seed,
@@ -307,6 +328,10 @@ def make_trained_hf_folder(
         "agent_max_tokens": agent_max_tokens,
         "copying": copying,
         "copy_steps": copy_steps,
+        "copy_depth": copy_depth,
+        "agent_tools": agent_tools,
+        "made_up": made_up,
+        "context": params["max_position_embeddings"],
         "copy_curve": copy_run["curve"] if copy_run else None,
         "train_seconds": run["seconds"],
         "total_seconds": round(time.monotonic() - started, 1),
