@@ -91,6 +91,15 @@ def client() -> Iterator[TestClient]:
         yield c
 
 
+def og_max_length(model_dir: Path, needed: int) -> int:
+    """``needed``, or a sliding-window model's window if larger (og.Generator refuses a KV cache
+    smaller than the window: "KV cache capacity (N) must be at least local_window_size"), within
+    the context. The loops that use it stop after their own number of tokens."""
+    config = json.loads((model_dir / "genai_config.json").read_text())["model"]
+    window = int((config["decoder"].get("sliding_window") or {}).get("window_size") or 0)
+    return min(max(needed, window), int(config["context_length"]))
+
+
 class DirectGenerator:
     """The oracle: a plain og.Generator loop on the same model, outside the server."""
 
@@ -100,6 +109,11 @@ class DirectGenerator:
         self.og = og
         self.model = og.Model(str(model_dir))
         self.tokenizer = og.Tokenizer(self.model)
+        self.model_dir = model_dir
+
+    def max_length(self, needed: int) -> int:
+        """og's ``max_length`` for ``needed`` tokens: see :func:`og_max_length`."""
+        return og_max_length(self.model_dir, needed)
 
     def chat_prompt(self, messages: list[dict[str, str]]) -> str:
         return str(
@@ -118,7 +132,7 @@ class DirectGenerator:
             ids = np.asarray(prompt, dtype=np.int32)
         params = self.og.GeneratorParams(self.model)
         params.set_search_options(
-            max_length=len(ids) + max_new_tokens,
+            max_length=self.max_length(len(ids) + max_new_tokens),
             min_length=len(ids) + min_new_tokens,
             do_sample=False,
         )

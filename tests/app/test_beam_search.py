@@ -24,7 +24,7 @@ def og_beams(
     ids = tokenizer.encode(prompt)
     params = og.GeneratorParams(oracle.model)
     params.set_search_options(
-        max_length=len(ids) + new,
+        max_length=oracle.max_length(len(ids) + new),
         num_beams=beams,
         num_return_sequences=returns,
         do_sample=False,
@@ -32,7 +32,9 @@ def og_beams(
     )
     gen = og.Generator(oracle.model, params)
     gen.append_tokens(ids)
-    while not gen.is_done():
+    for _ in range(new):  # as the server: ``new`` search steps, or fewer if the search ends
+        if gen.is_done():
+            break
         gen.generate_next_token()
     eos = set(tokenizer.eos_token_ids)
     texts = []

@@ -17,6 +17,7 @@ from backends.core.service import InferenceService
 from backends.types import ChatPrompt
 from schemas.settings import DEMO_MODEL_DIR
 from tests.backends.engine.helpers import FULL, config, request, run
+from tests.conftest import og_max_length
 
 pytestmark = pytest.mark.model
 
@@ -71,7 +72,9 @@ def oracle(prompt: str, *, masked: bool) -> list[int]:
     tokenizer = og.Tokenizer(model)
     ids = tokenizer.encode(prompt)
     params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(ids) + MAX_TOKENS, do_sample=False)
+    params.set_search_options(
+        max_length=og_max_length(DEMO_MODEL_DIR, len(ids) + MAX_TOKENS), do_sample=False
+    )
     gen = og.Generator(model, params)
     gen.append_tokens(ids)
     call = get_tool_parser("hermes").lazy_call_grammar(tool_specs(TOOLS))
