@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,9 @@ MODEL = "onnx-genai"
 # The least context that holds Codex's default prompt (tools and instructions) with room to
 # answer; the demo model's must be at least this.
 NEEDED_CONTEXT = 32768
-RUN_TIMEOUT = 900  # seconds per CLI run: a long prompt prefills in about a minute on 2 cores
+# Seconds per CLI run: a run takes seconds on the demo model (its sliding window reads an agent's
+# prompt in about one); the cap stops a run whose model never ends its turns.
+RUN_TIMEOUT = 300
 
 
 def install(package: str) -> Path:
@@ -173,10 +176,22 @@ def test_codex_runs_a_call_and_answers_it_with_its_output(
     assert ran and ran[-1]["item"]["type"] == "agent_message", done.stdout
 
 
+@pytest.fixture
+def short_temp_folder() -> Iterator[Path]:
+    """A temporary folder as ``mkdtemp`` names it (``/tmp/tmpk3j9x2ab``): the demo model copies
+    a path of that length into its call, not pytest's 70-character ``tmp_path`` ones."""
+    folder = Path(tempfile.mkdtemp())
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 # ---- Claude Code -----------------------------------------------------------------------------
-def claude(server: ServerProcess, tmp_path: Path, *args: str) -> Any:
+def claude(server: ServerProcess, tmp_path: Path, *args: str, work: Path | None = None) -> Any:
+    """``claude -p`` in ``work`` (default: a folder under ``tmp_path``)."""
     bin_dir = install("@anthropic-ai/claude-code")
-    work = tmp_path / "work"
+    work = work or tmp_path / "work"
     work.mkdir(exist_ok=True)
     env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "unused"}
     return run([str(bin_dir / "claude"), "-p", *args, "--model", MODEL], work, env)
@@ -191,9 +206,10 @@ def test_claude_code_answers_with_its_default_settings(
 
 
 @LONG_PROMPT_CALLS
-def test_claude_code_reads_a_file_with_the_read_tool(server: ServerProcess, tmp_path: Path) -> None:
-    (tmp_path / "work").mkdir()
-    note = tmp_path / "work" / "notes.txt"
+def test_claude_code_reads_a_file_with_the_read_tool(
+    server: ServerProcess, tmp_path: Path, short_temp_folder: Path
+) -> None:
+    note = short_temp_folder / "notes.txt"
     note.write_text("The secret word is avocado.\n")
     done = claude(
         server,
@@ -204,6 +220,7 @@ def test_claude_code_reads_a_file_with_the_read_tool(server: ServerProcess, tmp_
         "--output-format",
         "stream-json",
         "--verbose",
+        work=short_temp_folder,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     messages = [e for e in events(done.stdout) if e["type"] in ("assistant", "user")]
