@@ -20,7 +20,7 @@ from backends.config import Limits
 from backends.core.handle import RequestHandle
 from backends.core.request import GenerationRequest
 from backends.engine.batch.guidance import first_line
-from backends.engine.scheduler import Job, Strategy
+from backends.engine.scheduler import WINDOW_BEAMS, Job, Strategy
 from backends.errors import ContextLengthExceeded, InvalidRequest
 from backends.models.loader import LoadedModel
 from backends.models.sampling import SamplingDefaults
@@ -192,6 +192,12 @@ _WHAT = {"adapter": "A LoRA adapter", "num_beams": "Beam search"}
 
 
 def refuse_unsupported(strategy_name: str, param: str | None, request: GenerationRequest) -> None:
+    if param == WINDOW_BEAMS:
+        raise InvalidRequest(
+            "Beam search is not supported on this model: onnxruntime-genai's beam search fails "
+            "on sliding-window attention layers.",
+            param=request.param("num_beams"),
+        )
     if param is not None:
         what = _WHAT.get(param, param)
         raise InvalidRequest(

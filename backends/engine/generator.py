@@ -19,7 +19,7 @@ import numpy as np
 from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, Guide, LazyGuide
 from backends.engine.logits import log_softmax, logprob_entries, process_logits
 from backends.engine.prefix_cache import Held, PrefixCache, chunk_length
-from backends.engine.scheduler import Job
+from backends.engine.scheduler import WINDOW_BEAMS, Job
 from backends.models.loader import LoadedModel
 from backends.types import CallGrammar, FinishReason, GeneratedToken, GenerationParams
 
@@ -107,6 +107,8 @@ class GeneratorStrategy:
         return [s.job for s in self._active]
 
     def unsupported(self, params: GenerationParams) -> str | None:
+        if params.num_beams > 1 and self.model.folder.sliding_window:
+            return WINDOW_BEAMS  # og's beam search fails on any sliding-window attention layer
         return None
 
     def add(self, job: Job) -> None:

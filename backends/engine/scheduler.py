@@ -106,6 +106,11 @@ class Job:
             follower.finish(reason, error)
 
 
+# What ``Strategy.unsupported`` names for beam search on a sliding-window model, which no
+# scheduler serves (og's beam search fails there), as opposed to "num_beams": not on this one.
+WINDOW_BEAMS = "num_beams on a sliding window"
+
+
 class Strategy(Protocol):
     """How active jobs are advanced. Called only on the owner thread."""
 

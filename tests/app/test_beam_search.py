@@ -1,19 +1,37 @@
-"""Beam search (use_beam_search / best_of, vLLM's names) on the real demo model: the returned
-choices equal a plain og.Generator beam search, token for token; what it cannot honour is a
-400 naming the field; the schedulers without it refuse it."""
+"""Beam search (use_beam_search / best_of, vLLM's names) on a real full-attention model: the
+returned choices equal a plain og.Generator beam search, token for token; what it cannot honour
+is a 400 naming the field; the schedulers without it refuse it, and so does a sliding-window
+model, where og's beam search fails."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from schemas.settings import REPO_ROOT
 from tests.conftest import DirectGenerator, assert_error, make_client, wait_ready
 
 pytestmark = pytest.mark.model
 
 PROMPT = "Once upon a time there was a river"
+# og's beam search needs full attention: a test model with the demo tokenizer and template.
+FULL = REPO_ROOT / "tests" / "models" / "phi3"
+SLIDING = REPO_ROOT / "tests" / "models" / "mistral"
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    with make_client(model_dir=FULL) as c:
+        wait_ready(c)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def oracle() -> DirectGenerator:
+    return DirectGenerator(FULL)
 
 
 def og_beams(
@@ -110,7 +128,7 @@ def test_beam_options_need_use_beam_search(client: TestClient, extra: dict[str, 
 @pytest.mark.parametrize("scheduler", ["batch", "generator"])
 def test_every_cpu_scheduler_serves_beam_search(scheduler: str, oracle: DirectGenerator) -> None:
     # batch hands beam searches to a generator; a plain request stays with batch.
-    with make_client(scheduler=scheduler) as c:
+    with make_client(model_dir=FULL, scheduler=scheduler) as c:
         wait_ready(c)
         assert c.get("/readyz").json()["scheduler"] == scheduler
         body = {"prompt": PROMPT, "max_tokens": 16, "use_beam_search": True, "best_of": 3, "n": 2}
@@ -123,8 +141,19 @@ def test_every_cpu_scheduler_serves_beam_search(scheduler: str, oracle: DirectGe
 
 
 def test_the_engine_refuses_beam_search() -> None:
-    with make_client(scheduler="engine") as c:
+    with make_client(model_dir=FULL, scheduler="engine") as c:
         wait_ready(c)
         body = {"prompt": PROMPT, "use_beam_search": True, "best_of": 2}
         err = assert_error(c.post("/v1/completions", json=body), 400, "use_beam_search")
         assert "Beam search is not supported by the 'engine' scheduler" in err["message"]
+
+
+@pytest.mark.parametrize("scheduler", ["batch", "generator"])
+def test_a_sliding_window_model_refuses_beam_search(scheduler: str) -> None:
+    with make_client(model_dir=SLIDING, scheduler=scheduler) as c:
+        wait_ready(c)
+        body = {"prompt": PROMPT, "max_tokens": 8, "use_beam_search": True, "best_of": 2}
+        err = assert_error(c.post("/v1/completions", json=body), 400, "use_beam_search")
+        assert "sliding-window" in err["message"]
+        plain = c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 8})
+        assert plain.status_code == 200, plain.text
