@@ -91,8 +91,9 @@ class GeneratorStrategy:
         self.model = model
         self.max_length = model.max_length
         # A sliding-window model's KV cache holds at least its window (the attention op
-        # refuses less); a sequence still ends at its own token limit.
-        self.min_capacity = min(model.folder.sliding_window, model.max_length)
+        # refuses less, even below the server's max_length); a sequence still ends at its own
+        # token limit.
+        self.min_capacity = min(model.folder.sliding_window, model.folder.context_length)
         self.og_model = model.model  # the weights load here, at start, not at the first request
         if model.adapter_files:
             model.adapters  # noqa: B018 -- and the adapters: a bad file stops the start

@@ -110,7 +110,7 @@ class BatchStrategy:
         self.model = model
         self.decoder = decoder
         self.kv = kv
-        self.max_length = kv.capacity
+        self.max_length = min(kv.capacity, model.max_length)
         self.prefill_chunk = prefill_chunk
         self.step_tokens = step_tokens  # 0: no budget, every chunk is prefill_chunk tokens
         self.overlap = overlap  # a newcomer's prefill runs beside decode steps, not in one
@@ -164,6 +164,9 @@ class BatchStrategy:
         half = make_session(threads=model.threads // 2) if overlap and model.threads > 1 else None
         spec = read_spec(model.folder, {i.name: i.type for i in session.get_inputs()})
         capacity = capacity_for(spec, slots, model.max_length, kv_budget_mib)
+        # A sliding layer's attention op refuses a KV buffer shorter than its window, whatever
+        # the token limit; a sequence still ends at the limit (``max_length`` below).
+        capacity = max(capacity, min(model.folder.sliding_window, model.folder.context_length))
         started = time.perf_counter()
         kv = KVCache(spec, slots, capacity, ort)
         log.info(
