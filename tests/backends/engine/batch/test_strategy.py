@@ -18,7 +18,7 @@ from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.core.handle import Result
 from backends.core.service import InferenceService
 from backends.engine.profiling import ProfileWindow
-from schemas.settings import DEMO_MODEL_DIR
+from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.backends.engine.helpers import request, run, text, user
 
 pytestmark = pytest.mark.model
@@ -30,6 +30,10 @@ MODEL_FIELDS = (
     "prefix_share_min",
     "prefix_store_mib",
 )
+
+
+FULL = REPO_ROOT / "tests" / "models" / "phi3"  # full attention, the demo tokenizer
+SLIDING = REPO_ROOT / "tests" / "models" / "mistral"  # a 64-token window
 
 
 def batch_config(path: Path = DEMO_MODEL_DIR, **kw: Any) -> ServiceConfig:
@@ -189,20 +193,23 @@ def test_a_kv_budget_bounds_the_sequence_length() -> None:
     async def body(service: InferenceService) -> int | None:
         return service.max_length
 
-    # The demo model's KV bytes per token: layers x kv heads x head size x 4 bytes x 2 (K, V).
-    decoder = json.loads((DEMO_MODEL_DIR / "genai_config.json").read_text())["model"]["decoder"]
+    # A full-attention model's KV bytes per token: layers x kv heads x head size x 4 bytes x 2.
+    decoder = json.loads((FULL / "genai_config.json").read_text())["model"]["decoder"]
     per_token = (
         decoder["num_hidden_layers"] * decoder["num_key_value_heads"] * decoder["head_size"] * 8
     )
     expected = 1024 * 1024 // (8 * per_token)  # 1 MiB over 8 slots
-    assert run(batch_config(kv_cache_mib=1.0, max_concurrency=8), body) == expected
+    assert run(batch_config(FULL, kv_cache_mib=1.0, max_concurrency=8), body) == expected
+    # A sliding-window model's buffer holds at least its window (64): its attention op
+    # refuses less, whatever the budget.
+    assert run(batch_config(SLIDING, kv_cache_mib=0.01, max_concurrency=8), body) == 64
 
 
 def test_a_graph_it_does_not_understand_falls_back_to_the_generator(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = tmp_path / "model"
-    shutil.copytree(DEMO_MODEL_DIR, folder)
+    shutil.copytree(FULL, folder)  # og runs a sliding-window model only with a shared buffer
     config_path = folder / "genai_config.json"
     config = json.loads(config_path.read_text())
     config["search"]["past_present_share_buffer"] = False
