@@ -96,12 +96,30 @@ def test_a_chain_through_a_call_and_its_output_is_the_conversation_sent_whole(
     kinds = [i["type"] for i in items["data"]]
     assert kinds == ["message", "function_call", "function_call_output"]
     assert items["data"][1] == call
-    # The template writes the call's arguments back with tojson: when the model wrote them
-    # the same way, the chained prompt continues the calling turn's tokens exactly.
-    if call["arguments"] == json.dumps(json.loads(call["arguments"])):
+    # The chained prompt continues the calling turn's tokens exactly, and the engine reuses
+    # their KV cache, when the template renders the earlier turn unchanged (the demo model's
+    # lists the tools after the conversation: its turns' prompts part there) and writes the
+    # call's arguments back with tojson as the model wrote them.
+    tools = [{"type": "function", "function": {k: WEATHER[k] for k in ("name", "parameters")}}]
+    calling = [user(TURNS[0])]
+    answered = [
+        *calling,
+        {"role": "assistant", "content": "", "tool_calls": [as_chat_call(call)]},
+        {"role": "tool", "tool_call_id": call["call_id"], "content": result["output"]},
+    ]
+    first, second = (
+        client.post("/apply-template", json={"messages": m, "tools": tools}).json()["prompt"]
+        for m in (calling, answered)
+    )
+    if second.startswith(first) and call["arguments"] == json.dumps(json.loads(call["arguments"])):
         cached = chained["usage"]["input_tokens_details"]["cached_tokens"]
         usage = called["usage"]
         assert cached >= usage["input_tokens"] + usage["output_tokens"] - 1
+
+
+def as_chat_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = {"name": call["name"], "arguments": call["arguments"]}
+    return {"id": call["call_id"], "type": "function", "function": function}
 
 
 def test_the_chained_prompt_continues_the_earlier_turns_tokens(
