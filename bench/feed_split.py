@@ -17,6 +17,7 @@ PROMPT = "Write a short story about a lighthouse keeper who finds a message in a
 
 def logits(og: object, model: object, chunks: list[list[int]], length: int) -> np.ndarray:
     params = og.GeneratorParams(model)  # type: ignore[attr-defined]
+    # ``length`` at least a sliding window's width: its attention op refuses a shorter cache
     params.set_search_options(max_length=length + 4, do_sample=False)
     gen = og.Generator(model, params)  # type: ignore[attr-defined]
     for chunk in chunks:
@@ -37,7 +38,9 @@ def main(folder: Path) -> None:
         )
     ]
     n = len(ids)
-    whole = logits(og, model, [ids], n)
+    decoder = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
+    room = max(n, int((decoder.get("sliding_window") or {}).get("window_size") or 0))
+    whole = logits(og, model, [ids], room)
     print(f"{folder}: {n} prompt tokens; logits std {whole.std():.3f}")
     splits = {
         "two halves": [ids[: n // 2], ids[n // 2 :]],
@@ -46,7 +49,7 @@ def main(folder: Path) -> None:
         "last three one by one": [ids[:-3], ids[-3:-2], ids[-2:-1], ids[-1:]],
     }
     for name, chunks in splits.items():
-        other = logits(og, model, chunks, n)
+        other = logits(og, model, chunks, room)
         same = int(np.argmax(other)) == int(np.argmax(whole))
         print(f"  {name:22s} max |diff| {np.abs(other - whole).max():.3g}  same argmax: {same}")
 
