@@ -52,13 +52,16 @@ class RawEngine:
         cfg.overlay(json.dumps({"model": {"decoder": {"session_options": session}}}))
         self.model = og.Model(cfg)
         self.tokenizer = og.Tokenizer(self.model)
+        decoder = json.loads((model_dir / "genai_config.json").read_text())["model"]["decoder"]
+        # a sliding layer's attention op refuses a KV cache shorter than its window
+        self.window = int((decoder.get("sliding_window") or {}).get("window_size") or 0)
 
     def encode(self, text: str) -> list[int]:
         return [int(t) for t in self.tokenizer.encode(text)]
 
     def _generator(self, total: int, fixed: bool) -> Any:
         params = self.og.GeneratorParams(self.model)
-        opts: dict[str, Any] = {"max_length": total, "do_sample": False}
+        opts: dict[str, Any] = {"max_length": max(total, self.window), "do_sample": False}
         if fixed:
             opts["min_length"] = total
         params.set_search_options(**opts)
