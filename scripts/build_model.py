@@ -8,14 +8,17 @@ trained locally on a built-in corpus, a ChatML chat template, then
 (genai_config.json, model.onnx(+.data), tokenizer files, chat_template.jinja).
 
 The weights are untrained (the model emits fluent-looking nonsense), except with
-``--train-steps``: the committed demo model is trained for a few minutes on a generated chat
-corpus (scripts/train_demo.py), so that it ends its turns and calls offered tools.
-``--agent-turns N`` adds N agent-shaped turns (scripts/agent_corpus.py: long system prompts
-with many tools, the request last) trained at PoSE-spread positions over the whole context.
+``--train-steps``: the committed demo model is trained on 2 CPU cores on a generated corpus
+(scripts/train_demo.py), so that it ends its turns and calls offered tools. ``--agent-turns N``
+adds N agent-shaped turns (scripts/agent_corpus.py: long system prompts with many tools, the
+request last), at PoSE-spread positions over the whole context unless ``--window`` makes the
+model attend through a sliding window (then with scripts/demo_chat_template.jinja).
 
 Needs the build-time packages in requirements-build.txt (torch, transformers, onnx, ...).
 
-    python scripts/build_model.py --shape demo-chat --train-steps 1000 --seed 1 \\
+    python scripts/build_model.py --shape demo-chat-256 --seed 1 --window 512 \\
+        --copy-steps 3500 --train-steps 4500 --lr 1e-3 --agent-turns 12000 --agent-lines 4,40 \\
+        --agent-max-tokens 1024 --agent-tools 28 --copying 0.25 --made-up 0.6 --copy-depth 7 \\
         --out models/demo-llama
     python scripts/build_model.py --shape smollm2-135m --precision int4 --out /tmp/bench
     python scripts/build_model.py --arch gemma2 --out tests/models/gemma2
@@ -49,9 +52,8 @@ SHAPES: dict[str, dict[str, int]] = {
         "vocab_size": 1024,
         "max_position_embeddings": 2048,
     },
-    # The committed demo model (models/demo-llama): trained (--train-steps), a 64k context so
-    # agents' long prompts fit, Claude Code's default one included (about 57k tokens with this
-    # tokenizer); its KV cache costs 1 KiB a token: 64 MiB at 64k.
+    # The demo model before the current one (128 wide, full attention, 1,000 steps), and the
+    # base of the window experiments in docs/models.md; a 64k context, 1 KiB of KV a token.
     "demo-chat": {
         "hidden_size": 128,
         "intermediate_size": 256,
@@ -61,8 +63,8 @@ SHAPES: dict[str, dict[str, int]] = {
         "vocab_size": 1024,
         "max_position_embeddings": 65536,
     },
-    # Twice as wide (1.4M parameters, the same 1 KiB of KV cache a token): tried with --window
-    # (docs/models.md), not committed.
+    # The committed demo model (models/demo-llama), with --window 512 and its recipe in
+    # docs/models.md: twice as wide (1.4M parameters, the same 1 KiB of KV cache a token).
     "demo-chat-256": {
         "hidden_size": 256,
         "intermediate_size": 512,

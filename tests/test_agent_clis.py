@@ -6,9 +6,10 @@ globally). Without npm these tests skip, saying so. Each client runs with its de
 only the base URL, a key and the model name are given, in a fresh home folder.
 
 They need a demo model that ends its turns, writes hermes ``<tool_call>``s and holds an agent's
-prompt (Codex's 19,285 tokens with the demo tokenizer, Claude Code's about 57,000 by default);
-with a smaller context they skip, saying why. ``AGENT_CLI_MODEL_DIR`` runs them against another
-model folder (a candidate demo model): the server's own GENAI_* settings are not passed on.
+prompt (with the demo model's template Codex sends 9,493 tokens, Claude Code 6,379 for
+"Say hello."); with a context under 32,768 tokens they skip, saying why.
+``AGENT_CLI_MODEL_DIR`` runs them against another model folder (a candidate demo model): the
+server's own GENAI_* settings are not passed on.
 """
 
 from __future__ import annotations
@@ -147,16 +148,14 @@ def test_codex_exec_answers(server: ServerProcess, tmp_path: Path) -> None:
     assert finished_requests(server)[-1]["finish_reason"] == "stop"  # it ended its turn
 
 
-# The demo model writes calls on the short prompts it was trained on (at most 400 tokens), not
-# yet under an agent's 4k-20k-token system prompt: these two wait for a demo model trained on
-# long prompts (issue 18). Not strict: a model that does call passes them.
-LONG_PROMPT_CALLS = pytest.mark.xfail(
-    reason="the demo model does not yet call tools under an agent's long system prompt",
+# The demo model copies a mkdtemp folder's made-up name into its call about 70% of the time
+# (docs/models.md): not strict, a run whose call names the file passes.
+COPIES_MADE_UP_NAMES = pytest.mark.xfail(
+    reason="the demo model copies a made-up folder name into its call about 70% of the time",
     strict=False,
 )
 
 
-@LONG_PROMPT_CALLS
 def test_codex_runs_a_call_and_answers_it_with_its_output(
     server: ServerProcess, tmp_path: Path
 ) -> None:
@@ -205,7 +204,7 @@ def test_claude_code_answers_with_its_default_settings(
     assert done.stdout.strip()
 
 
-@LONG_PROMPT_CALLS
+@COPIES_MADE_UP_NAMES
 def test_claude_code_reads_a_file_with_the_read_tool(
     server: ServerProcess, tmp_path: Path, short_temp_folder: Path
 ) -> None:

@@ -143,7 +143,7 @@ def test_export_stages_command_and_serve_hint(
     ):  # fmt: skip
         assert f"[{n}/4] {text}" in err
     assert "Reading decoder layer 0" in err  # the builder's own progress
-    assert "Done in" in err and f"llama model, context {DEMO_CONTEXT}" in err
+    assert "Done in" in err and f"mistral model, context {DEMO_CONTEXT}" in err
     assert f"python main_genai.py --model-dir {out} --device cpu" in stdout
     command = fake_builder[0]
     assert command[1:3] == ["-m", "onnxruntime_genai.models.builder"]

@@ -23,7 +23,7 @@ def model_copy(tmp_path: Path, demo_model_dir: Path) -> Path:
 def test_demo_folder_is_valid(demo_model_dir: Path) -> None:
     folder = inspect_model_folder(demo_model_dir)
     assert folder.context_length == DEMO_CONTEXT
-    assert folder.model_type == "llama"
+    assert folder.model_type == "mistral"
     assert "default" in folder.chat_templates
 
 

@@ -22,10 +22,10 @@ def test_builder_graph(demo_model_dir: Path) -> None:
         "input_ids", "int64", ("batch_size", "sequence_length")
     )
     kv = graph.input("past_key_values.1.value")
-    assert kv == TensorInfo(
+    assert kv == TensorInfo(  # a sliding-window layer's cache
         "past_key_values.1.value",
         "float",
-        ("batch_size", 2, "past_sequence_length", "kv_cache_dim"),
+        ("batch_size", 2, "past_sliding_length", "kv_cache_dim"),
     )
     logits = graph.output("logits")
     assert logits is not None and logits.shape == ("batch_size", "sequence_length", 1024)

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.unit
 
 
 def test_the_demo_models_parameters_are_counted_off_its_int4_graph() -> None:
-    # vocab 1024 x hidden 128 (embeddings tied to lm_head) + 2 layers of q/k/v (128+64+64
-    # rows), o (128), gate/up (256 each), down (128 x 256) + 5 norms of 128.
-    expected = 1024 * 128 + 2 * 128 * (128 + 64 + 64 + 128 + 256 + 256 + 256) + 5 * 128
+    # vocab 1024 x hidden 256 (embeddings tied to lm_head) + 2 layers of q/k/v (256+64+64
+    # rows), o (256), gate/up (512 each), down (256 x 512) + 5 norms of 256.
+    expected = 1024 * 256 + 2 * 256 * (256 + 64 + 64 + 256 + 512 + 512 + 512) + 5 * 256
     summary = summarize(inspect_model_folder(DEMO_MODEL_DIR))
     assert (summary.parameters, summary.quantization) == (expected, "Q4")
     files = [f for f in DEMO_MODEL_DIR.rglob("*") if f.is_file()]

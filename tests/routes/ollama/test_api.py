@@ -211,15 +211,15 @@ def test_tags_show_and_ps_describe_the_served_model(client: TestClient) -> None:
     [listed] = client.get("/api/tags").json()["models"]
     assert listed["name"] == listed["model"] == MODEL
     details = listed["details"]
-    assert details["family"] == "llama" and details["format"] == "onnx"
-    assert (details["parameter_size"], details["quantization_level"]) == ("426.6K", "Q4")
+    assert details["family"] == "mistral" and details["format"] == "onnx"
+    assert (details["parameter_size"], details["quantization_level"]) == ("1.4M", "Q4")
     assert listed["size"] > 200_000 and len(listed["digest"]) == 64
 
     show = client.post("/api/show", json={"model": MODEL}).json()
     assert show["details"] == details
     assert show["capabilities"] == ["completion", "tools"]
-    assert show["model_info"]["llama.context_length"] == DEMO_CONTEXT
-    assert show["model_info"]["general.parameter_count"] == 426_624
+    assert show["model_info"]["mistral.context_length"] == DEMO_CONTEXT
+    assert show["model_info"]["general.parameter_count"] == 1_377_536
     assert "<|im_start|>" in show["template"]
     assert client.post("/api/show", json={"name": MODEL}).json() == show
 

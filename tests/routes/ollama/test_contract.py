@@ -56,10 +56,10 @@ def api(server: ServerProcess) -> ollama.Client:
 def test_list_show_and_ps(api: ollama.Client) -> None:
     [listed] = api.list().models
     assert listed.model == MODEL and listed.details is not None
-    assert listed.details.family == "llama" and listed.details.quantization_level == "Q4"
+    assert listed.details.family == "mistral" and listed.details.quantization_level == "Q4"
     shown = api.show(MODEL)
     assert shown.capabilities == ["completion", "tools"]
-    assert shown.modelinfo is not None and shown.modelinfo["llama.context_length"] == DEMO_CONTEXT
+    assert shown.modelinfo is not None and shown.modelinfo["mistral.context_length"] == DEMO_CONTEXT
     [running] = api.ps().models
     assert running.model == MODEL and running.context_length == DEMO_CONTEXT
 

@@ -19,7 +19,7 @@ from tests.backends.engine.helpers import run, text
 pytestmark = pytest.mark.model
 
 MODELS = {
-    "llama": DEMO_MODEL_DIR,
+    "demo": DEMO_MODEL_DIR,  # Mistral-shaped, a 512-token window; demo-lora is the Llama
     **{p.name: p for p in sorted((REPO_ROOT / "tests" / "models").iterdir()) if p.is_dir()},
 }
 WORDS = "river mountain city road tree bird fish water fire the a of to".split()

@@ -134,7 +134,7 @@ def test_sharing_and_the_store_never_change_greedy_output(arch: str) -> None:
     stored = check(STORE, one_by_one)  # every row given up at its end: restored from the store
     assert stored[0] == 0 and min(stored[1:]) >= 64, stored
     assert max(busy[3], stored[3]) <= lengths[0], (busy, stored)
-    if arch == "llama":  # its answer tokenizes back nearly whole, random models' barely
+    if arch == "demo":  # the trained answer tokenizes back nearly whole, random ones barely
         assert decoded > N // 2
 
 
