@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.engine.scheduler import Job
+from backends.engine.scheduler import WINDOW_BEAMS, Job
 from backends.models.loader import LoadedModel
 from backends.types import FinishReason, GeneratedToken, GenerationParams
 
@@ -60,8 +60,8 @@ class EngineStrategy:
     def unsupported(self, p: GenerationParams) -> str | None:
         if p.adapter is not None:
             return "adapter"  # the Engine has no adapter API (0.18)
-        if p.num_beams > 1:
-            return "num_beams"
+        if p.num_beams > 1:  # and no other scheduler runs it on a sliding-window model
+            return WINDOW_BEAMS if self.model.folder.sliding_window else "num_beams"
         if p.presence_penalty:
             return "presence_penalty"
         if p.frequency_penalty:

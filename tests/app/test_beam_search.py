@@ -148,7 +148,7 @@ def test_the_engine_refuses_beam_search() -> None:
         assert "Beam search is not supported by the 'engine' scheduler" in err["message"]
 
 
-@pytest.mark.parametrize("scheduler", ["batch", "generator"])
+@pytest.mark.parametrize("scheduler", ["batch", "generator", "engine"])
 def test_a_sliding_window_model_refuses_beam_search(scheduler: str) -> None:
     with make_client(model_dir=SLIDING, scheduler=scheduler) as c:
         wait_ready(c)
