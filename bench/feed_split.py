@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from backends.models.folder import ModelFolder
+
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle. " * 2
 
 
@@ -38,8 +40,8 @@ def main(folder: Path) -> None:
         )
     ]
     n = len(ids)
-    decoder = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
-    room = max(n, int((decoder.get("sliding_window") or {}).get("window_size") or 0))
+    config = json.loads((folder / "genai_config.json").read_text())
+    room = max(n, ModelFolder(folder, config).sliding_window)
     whole = logits(og, model, [ids], room)
     print(f"{folder}: {n} prompt tokens; logits std {whole.std():.3f}")
     splits = {

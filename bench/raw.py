@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from backends.models.folder import ModelFolder
+
 
 def usable_cpus() -> int:
     try:
@@ -52,9 +54,9 @@ class RawEngine:
         cfg.overlay(json.dumps({"model": {"decoder": {"session_options": session}}}))
         self.model = og.Model(cfg)
         self.tokenizer = og.Tokenizer(self.model)
-        decoder = json.loads((model_dir / "genai_config.json").read_text())["model"]["decoder"]
         # a sliding layer's attention op refuses a KV cache shorter than its window
-        self.window = int((decoder.get("sliding_window") or {}).get("window_size") or 0)
+        config = json.loads((model_dir / "genai_config.json").read_text())
+        self.window = ModelFolder(model_dir, config).sliding_window
 
     def encode(self, text: str) -> list[int]:
         return [int(t) for t in self.tokenizer.encode(text)]

@@ -10,6 +10,7 @@ Every test module declares one tier with ``pytestmark``:
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -26,6 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from app_onnx_genai import create_app  # noqa: E402
+from backends.models.folder import ModelFolder  # noqa: E402
 from schemas.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
 
 TIERS = ("unit", "model", "live")
@@ -95,9 +97,13 @@ def og_max_length(model_dir: Path, needed: int) -> int:
     """``needed``, or a sliding-window model's window if larger (og.Generator refuses a KV cache
     smaller than the window: "KV cache capacity (N) must be at least local_window_size"), within
     the context. The loops that use it stop after their own number of tokens."""
-    config = json.loads((model_dir / "genai_config.json").read_text())["model"]
-    window = int((config["decoder"].get("sliding_window") or {}).get("window_size") or 0)
-    return min(max(needed, window), int(config["context_length"]))
+    folder = _folder(model_dir)
+    return min(max(needed, folder.sliding_window), folder.context_length)
+
+
+@functools.lru_cache
+def _folder(model_dir: Path) -> ModelFolder:
+    return ModelFolder(model_dir, json.loads((model_dir / "genai_config.json").read_text()))
 
 
 class DirectGenerator:
