@@ -89,9 +89,12 @@ def server() -> Iterator[ServerProcess]:
         yield live
 
 
-def run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """A CLI run with only ``env`` beyond PATH and a fresh HOME (no user settings)."""
-    home = cwd.parent / "home"
+def run(
+    args: list[str], cwd: Path, env: dict[str, str], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """A CLI run in ``cwd`` with only ``env`` beyond PATH, and a fresh HOME under the test's
+    own ``tmp_path`` (no user settings, nothing shared with another run)."""
+    home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     base = {"PATH": os.environ["PATH"], "HOME": str(home), "TERM": "dumb"}
     return subprocess.run(
@@ -128,7 +131,7 @@ def codex(server: ServerProcess, tmp_path: Path, prompt: str) -> tuple[Any, Path
     work = tmp_path / "work"
     work.mkdir()
     args = [str(bin_dir / "codex"), "exec", "--json", "--skip-git-repo-check", prompt]
-    return run(args, work, {"CODEX_HOME": str(codex_home)}), codex_home
+    return run(args, work, {"CODEX_HOME": str(codex_home)}, tmp_path), codex_home
 
 
 def events(stdout: str) -> list[dict[str, Any]]:
@@ -146,14 +149,6 @@ def test_codex_exec_answers(server: ServerProcess, tmp_path: Path) -> None:
     assert messages and messages[-1].strip(), done.stdout
     assert any(e["type"] == "turn.completed" for e in events(done.stdout))
     assert finished_requests(server)[-1]["finish_reason"] == "stop"  # it ended its turn
-
-
-# The demo model copies a mkdtemp folder's made-up name into its call about 70% of the time
-# (docs/models.md): not strict, a run whose call names the file passes.
-COPIES_MADE_UP_NAMES = pytest.mark.xfail(
-    reason="the demo model copies a made-up folder name into its call about 70% of the time",
-    strict=False,
-)
 
 
 def test_codex_runs_a_call_and_answers_it_with_its_output(
@@ -193,7 +188,7 @@ def claude(server: ServerProcess, tmp_path: Path, *args: str, work: Path | None 
     work = work or tmp_path / "work"
     work.mkdir(exist_ok=True)
     env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "unused"}
-    return run([str(bin_dir / "claude"), "-p", *args, "--model", MODEL], work, env)
+    return run([str(bin_dir / "claude"), "-p", *args, "--model", MODEL], work, env, tmp_path)
 
 
 def test_claude_code_answers_with_its_default_settings(
@@ -204,7 +199,6 @@ def test_claude_code_answers_with_its_default_settings(
     assert done.stdout.strip()
 
 
-@COPIES_MADE_UP_NAMES
 def test_claude_code_reads_a_file_with_the_read_tool(
     server: ServerProcess, tmp_path: Path, short_temp_folder: Path
 ) -> None:
@@ -237,8 +231,14 @@ def test_claude_code_reads_a_file_with_the_read_tool(
         for block in e["message"]["content"]
         if block["type"] == "tool_result"
     ]
+    # The round trip, whatever file the model named: a Read call, Claude Code's result for that
+    # call sent back, and an answer after it.
     assert [u["name"] for u in uses][:1] == ["Read"], done.stdout
     assert results and results[0]["tool_use_id"] == uses[0]["id"]
-    assert "avocado" in json.dumps(results[0]["content"])  # the file, as Read gave it
     [result] = [e for e in events(done.stdout) if e["type"] == "result"]
-    assert result["subtype"] == "success" and result["num_turns"] >= 2
+    assert result["subtype"] == "success" and result["num_turns"] >= 2, done.stdout
+    assert result["result"].strip(), done.stdout
+    # The file itself: the demo model must copy the folder's made-up name into its call, which
+    # it gets wrong now and then (docs/models.md), so a miss is reported, not failed.
+    if "avocado" not in json.dumps(results[0]["content"]):
+        pytest.xfail(f"the demo model did not copy {note} into its call: {uses[0]['input']}")
