@@ -7,7 +7,6 @@ Why prefix sharing copies only prefilled positions across sessions
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -21,15 +20,14 @@ def main(path: Path, seed: int) -> None:
 
     from backends.engine.batch.decoder import Decoder, read_spec, session_options
     from backends.engine.batch.kv_cache import KVCache
-    from backends.models.folder import ModelFolder
+    from backends.models.folder import inspect_model_folder
 
-    folder = ModelFolder(path, json.loads((path / "genai_config.json").read_text()))
+    folder = inspect_model_folder(path)
     file = path / folder.config["model"]["decoder"]["filename"]
     options = session_options(ort, folder, 2)
     session = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
     spec = read_spec(folder, {i.name: i.type for i in session.get_inputs()})
-    # a sliding layer's attention op refuses a cache shorter than its window
-    kv = KVCache(spec, 2, max(PROMPT + DECODED + 8, folder.sliding_window), ort)
+    kv = KVCache(spec, 2, folder.kv_capacity(PROMPT + DECODED + 8), ort)
     decoder = Decoder(spec, session, ort)
     rng = np.random.default_rng(seed)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backends.models.folder import ModelFolder
+from backends.models.folder import inspect_model_folder
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle. " * 2
 
@@ -40,8 +40,7 @@ def main(folder: Path) -> None:
         )
     ]
     n = len(ids)
-    config = json.loads((folder / "genai_config.json").read_text())
-    room = max(n, ModelFolder(folder, config).sliding_window)
+    room = inspect_model_folder(folder).kv_capacity(n)
     whole = logits(og, model, [ids], room)
     print(f"{folder}: {n} prompt tokens; logits std {whole.std():.3f}")
     splits = {

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.models.folder import ModelFolder
+from backends.models.folder import inspect_model_folder
 
 
 def usable_cpus() -> int:
@@ -54,16 +54,14 @@ class RawEngine:
         cfg.overlay(json.dumps({"model": {"decoder": {"session_options": session}}}))
         self.model = og.Model(cfg)
         self.tokenizer = og.Tokenizer(self.model)
-        # a sliding layer's attention op refuses a KV cache shorter than its window
-        config = json.loads((model_dir / "genai_config.json").read_text())
-        self.window = ModelFolder(model_dir, config).sliding_window
+        self.folder = inspect_model_folder(model_dir)
 
     def encode(self, text: str) -> list[int]:
         return [int(t) for t in self.tokenizer.encode(text)]
 
     def _generator(self, total: int, fixed: bool) -> Any:
         params = self.og.GeneratorParams(self.model)
-        opts: dict[str, Any] = {"max_length": max(total, self.window), "do_sample": False}
+        opts: dict[str, Any] = {"max_length": self.folder.kv_capacity(total), "do_sample": False}
         if fixed:
             opts["min_length"] = total
         params.set_search_options(**opts)

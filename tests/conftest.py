@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from app_onnx_genai import create_app  # noqa: E402
-from backends.models.folder import ModelFolder  # noqa: E402
+from backends.models.folder import ModelFolder, inspect_model_folder  # noqa: E402
 from schemas.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
 
 TIERS = ("unit", "model", "live")
@@ -95,15 +95,14 @@ def client() -> Iterator[TestClient]:
 
 def og_max_length(model_dir: Path, needed: int) -> int:
     """``needed``, or a sliding-window model's window if larger (og.Generator refuses a KV cache
-    smaller than the window: "KV cache capacity (N) must be at least local_window_size"), within
-    the context. The loops that use it stop after their own number of tokens."""
-    folder = _folder(model_dir)
-    return min(max(needed, folder.sliding_window), folder.context_length)
+    smaller than the window: "KV cache capacity (N) must be at least local_window_size"). The
+    loops that use it stop after their own number of tokens."""
+    return _folder(model_dir).kv_capacity(needed)
 
 
 @functools.lru_cache
 def _folder(model_dir: Path) -> ModelFolder:
-    return ModelFolder(model_dir, json.loads((model_dir / "genai_config.json").read_text()))
+    return inspect_model_folder(model_dir)
 
 
 class DirectGenerator:

@@ -90,10 +90,6 @@ class GeneratorStrategy:
     def __init__(self, model: LoadedModel, *, prefill_chunk: int = 256, cache_size: int = 4):
         self.model = model
         self.max_length = model.max_length
-        # A sliding-window model's KV cache holds at least its window (the attention op
-        # refuses less, even below the server's max_length); a sequence still ends at its own
-        # token limit.
-        self.min_capacity = min(model.folder.sliding_window, model.folder.context_length)
         self.og_model = model.model  # the weights load here, at start, not at the first request
         if model.adapter_files:
             model.adapters  # noqa: B018 -- and the adapters: a bad file stops the start
@@ -202,7 +198,7 @@ class GeneratorStrategy:
     ) -> Any:
         og = self.model.og
         params = og.GeneratorParams(self.og_model)
-        capacity = max(capacity, self.min_capacity)
+        capacity = self.model.folder.kv_capacity(capacity)  # a sequence ends at its own limit
         options: dict[str, Any] = {"max_length": capacity, "do_sample": not p.greedy}
         if p.num_beams > 1:
             options.update(

@@ -66,6 +66,12 @@ class ModelFolder:
         decoder = self.config.get("model", {}).get("decoder", {})
         return int((decoder.get("sliding_window") or {}).get("window_size") or 0)
 
+    def kv_capacity(self, needed: int) -> int:
+        """A KV cache length for ``needed`` tokens that the attention op accepts: at least the
+        sliding window (within the context), whatever the sequence's own limit, which still
+        ends it."""
+        return max(needed, min(self.sliding_window, self.context_length))
+
     @property
     def model_type(self) -> str:
         return str(self.config.get("model", {}).get("type", "unknown"))

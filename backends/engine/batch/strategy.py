@@ -163,10 +163,10 @@ class BatchStrategy:
         session = make_session()
         half = make_session(threads=model.threads // 2) if overlap and model.threads > 1 else None
         spec = read_spec(model.folder, {i.name: i.type for i in session.get_inputs()})
-        capacity = capacity_for(spec, slots, model.max_length, kv_budget_mib)
-        # A sliding layer's attention op refuses a KV buffer shorter than its window, whatever
-        # the token limit; a sequence still ends at the limit (``max_length`` below).
-        capacity = max(capacity, min(model.folder.sliding_window, model.folder.context_length))
+        # at least a sliding window, whatever the budget; a sequence still ends at max_length
+        capacity = model.folder.kv_capacity(
+            capacity_for(spec, slots, model.max_length, kv_budget_mib)
+        )
         started = time.perf_counter()
         kv = KVCache(spec, slots, capacity, ort)
         log.info(
