@@ -328,6 +328,13 @@ def build(
         print("training record (also in training.json):\n" + text)
 
 
+# The options that make the training recipe, passed on to scripts/train_demo.py as they are.
+RECIPE = (
+    "lr", "copying", "copy_steps", "chat_turns", "agent_turns", "batch_tokens", "window",
+    "agent_lines", "agent_max_tokens", "copy_depth", "agent_tools", "made_up", "context",
+)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -377,7 +384,8 @@ def main() -> None:
     ap.add_argument("--batch-tokens", type=int, default=4096, help="most tokens in a batch")
     ap.add_argument(
         "--agent-lines",
-        default="4,16",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        default=(4, 16),
         help="MIN,MAX lines of instructions in an agent turn's system prompt (default 4,16)",
     )
     ap.add_argument(
@@ -426,21 +434,7 @@ def main() -> None:
         "--context", type=int, default=0, help="the context length (default: the shape's)"
     )
     args = ap.parse_args()
-    mix = {
-        "lr": args.lr,
-        "copying": args.copying,
-        "copy_steps": args.copy_steps,
-        "chat_turns": args.chat_turns,
-        "agent_turns": args.agent_turns,
-        "batch_tokens": args.batch_tokens,
-        "window": args.window,
-        "agent_lines": tuple(int(n) for n in args.agent_lines.split(",")),
-        "agent_max_tokens": args.agent_max_tokens,
-        "copy_depth": args.copy_depth,
-        "agent_tools": args.agent_tools,
-        "made_up": args.made_up,
-        "context": args.context,
-    }
+    mix = {name: getattr(args, name) for name in RECIPE}
     build(
         args.shape, args.precision, args.out, args.seed, args.init_range, args.arch,
         args.train_steps, mix, device=args.device, paged=args.paged,
