@@ -105,10 +105,9 @@ class Server:
                 reply.body = resp.read()
                 return reply
             lines = iter(resp.readline, b"")
+            events: Iterator[Event] = read_events(lines)
             if reply.content_type.startswith("application/x-ndjson"):  # a line is an event
                 events = (Event("", line.decode().strip()) for line in lines if line.strip())
-            else:
-                events = read_events(lines)
             for event in events:
                 reply.events.append(event)
                 if on_event is not None:
