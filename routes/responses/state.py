@@ -78,8 +78,9 @@ def open_store(settings: ServerSettings) -> ResponseStore:
     except (sqlite3.Error, psycopg.Error, OSError, StoreUnavailable) as exc:
         url = location is not None and postgres_store.is_url(location)
         shown = postgres_store.describe(location) if url and location else location
-        reason = str(exc).strip().rstrip(".")
-        raise StartupError(f"Cannot open GENAI_RESPONSES_DB={shown}: {reason}.") from None
+        reason = " ".join(str(exc).split())  # libpq's messages span lines
+        end = "" if reason.endswith((".", "?")) else "."
+        raise StartupError(f"Cannot open GENAI_RESPONSES_DB={shown}: {reason}{end}") from None
 
 
 @dataclass(frozen=True)
