@@ -50,6 +50,15 @@ class Cluster:
         ports = [str(r.port) for r in self.replicas]
         return ports.index(answered.rsplit(":", 1)[1])
 
+    def create(self, text: str) -> dict[str, Any]:
+        """A stored response of key a's, made through the proxy."""
+        resp = httpx.post(
+            f"{self.proxy}/v1/responses", json={"input": text, **GREEDY}, headers=AS_A, timeout=120
+        )
+        assert resp.status_code == 200, resp.text
+        made: dict[str, Any] = resp.json()
+        return made
+
     def transcript(self, response_id: str) -> list[int]:
         """The tokens the store keeps for a response: what its model read and wrote."""
         [(body,)] = self.db.sql(
@@ -108,12 +117,7 @@ def test_a_chain_alternates_replicas_and_continues_the_stored_tokens(cluster: Cl
 
 
 def test_get_input_items_and_delete_work_from_either_replica(cluster: Cluster) -> None:
-    made = httpx.post(
-        f"{cluster.proxy}/v1/responses",
-        json={"input": TURNS[0], **GREEDY},
-        headers=AS_A,
-        timeout=120,
-    ).json()
+    made = cluster.create(TURNS[0])
     path = f"/v1/responses/{made['id']}"
     direct = [r.url for r in cluster.replicas]
     for url in direct:
@@ -134,12 +138,7 @@ def test_get_input_items_and_delete_work_from_either_replica(cluster: Cluster) -
 
 
 def test_the_second_key_sees_nothing_of_the_firsts(cluster: Cluster) -> None:
-    made = httpx.post(
-        f"{cluster.proxy}/v1/responses",
-        json={"input": TURNS[0], **GREEDY},
-        headers=AS_A,
-        timeout=120,
-    ).json()
+    made = cluster.create(TURNS[0])
     never = "resp_" + "0" * 32
     for url in [r.url for r in cluster.replicas] + [cluster.proxy]:
         got = answers(url, made["id"], AS_B)
