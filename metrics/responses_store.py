@@ -1,6 +1,11 @@
-"""The stored Responses' table, read at scrape time: what it holds, what this process dropped
-from it, and its bounds (GENAI_RESPONSES_MAX, _MAX_MIB, _TTL), so an operator sees how full it
-is without probing it.
+"""The stored Responses' table on /metrics: what it holds, what this process dropped from it,
+and its bounds (GENAI_RESPONSES_MAX, _MAX_MIB, _TTL), so an operator sees how full it is
+without probing it.
+
+What it holds is a query (a round trip to PostgreSQL), so a scrape never makes it: it reports
+the last count read, and asks for a new one in the background once that is over a second old.
+A scrape stays as fast as the rest of /metrics (routers poll it, and read a slow answer as a
+saturated server) even while the database is slow or gone.
 
 A table that several replicas share (PostgreSQL, or a SQLite file of several workers) reports
 the same held count and bytes from each of them (take the max, not the sum, across replicas);
@@ -9,6 +14,8 @@ each reports the evictions it made itself (those do sum).
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Protocol
 
@@ -42,14 +49,40 @@ class StoreSource(Protocol):
 
 class ResponseStoreCollector(Collector):
     """``genai_responses_store_*``; the held count and bytes are left out of a scrape when the
-    table cannot be reached (its database down), the rest is this process's own."""
+    table could not be reached at the last read (its database down), the rest is this
+    process's own."""
 
-    def __init__(self, store: StoreSource) -> None:
+    def __init__(self, store: StoreSource, max_age: float = 1.0) -> None:
         self.store = store
+        self.max_age = max_age  # seconds a count read may be reported before a new read
+        self._lock = threading.Lock()
+        self._reading = False
+        self._usage: tuple[int, int] | None = None
+        self._read_at = 0.0
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read what the table holds now (blocking: the scrape's background thread)."""
+        usage = None
+        try:
+            usage = self.store.usage()
+        finally:
+            with self._lock:
+                self._usage, self._read_at, self._reading = usage, time.monotonic(), False
+
+    def _latest(self) -> tuple[int, int] | None:
+        """The last count read; a new read started in the background when it is stale."""
+        with self._lock:
+            start = not self._reading and time.monotonic() - self._read_at > self.max_age
+            self._reading |= start
+            usage = self._usage
+        if start:
+            threading.Thread(target=self.refresh, name="responses-store-usage", daemon=True).start()
+        return usage
 
     def collect(self) -> Iterator[Metric]:
         store, limits = self.store, self.store.limits
-        usage = store.usage()
+        usage = self._latest()
         held = GaugeMetricFamily(
             "genai_responses_store_responses",
             "Stored Responses held (expired ones included until the next write)",
