@@ -19,6 +19,7 @@ from backends.config import service_configs
 from backends.core.model_service import ModelService
 from backends.core.registry import ModelRegistry
 from metrics.prometheus import ServerMetrics
+from metrics.responses_store import ResponseStoreCollector
 from routes.anthropic import router as anthropic
 from routes.audio import router as audio
 from routes.embeddings import router as embeddings
@@ -110,6 +111,7 @@ def create_app(
     app.state.models = models
     app.state.metrics = metrics
     app.state.responses = open_store(settings.server)  # closed when the lifespan ends
+    metrics.registry.register(ResponseStoreCollector(app.state.responses))
     install_error_handlers(app)
     app.include_router(native.router)
     app.include_router(ops.router)

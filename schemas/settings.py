@@ -386,13 +386,15 @@ class ServerSettings(BaseSettings):
         "Images one request may carry; more gets 413.",
         ge=1,
     )
-    responses_db: Path | None = _setting(
+    responses_db: str | None = _setting(
         None,
         "GENAI_RESPONSES_DB",
         "responses_db",
-        "A SQLite file for stored Responses (store: true, previous_response_id), kept across "
-        "restarts and shared by the processes of one host (on a local disk); unset: kept in "
+        "Where stored Responses (store: true, previous_response_id) are kept: a SQLite file, "
+        "kept across restarts and shared by the processes of one host (on a local disk), or a "
+        "PostgreSQL URL (postgresql://user@host/db), shared by replicas on any host; unset: in "
         "memory, per process.",
+        min_length=1,
     )
     responses_max: int = _setting(
         1000,
@@ -426,6 +428,12 @@ class ServerSettings(BaseSettings):
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("responses_db", mode="before")
+    @classmethod
+    def _path_or_url(cls, value: object) -> object:
+        # A file may be given as a path (a URL may not: Path folds its "//").
+        return str(value) if isinstance(value, os.PathLike) else value
 
     @field_validator("api_key", mode="after")
     @classmethod

@@ -5,15 +5,19 @@ later by others (``/metrics``) and cannot be forgotten on a new router. Open wit
 ``/healthz``, ``/readyz`` (probes) and the API description (``/docs``, ``/redoc``,
 ``/openapi.json``: it holds no data, and Swagger's "Authorize" button needs it), and the web
 playground's own files (routes/web.py: the page asks for the key and sends it on its API calls).
+
+A request let in carries its key's owner (:func:`request_owner`: a hash of the key, never the
+key), so that what a key stores (Responses) is that key's alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -24,6 +28,7 @@ from schemas.settings import ServerSettings, split_csv
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc"})
 OPENAPI_PATH = "/openapi.json"
+OWNER = "key_owner"  # where ApiKeyMiddleware leaves a request's owner, in its state
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -35,12 +40,25 @@ def bearer_token(authorization: str | None) -> str | None:
     return token.strip()
 
 
-def key_matches(given: str, keys: list[str]) -> bool:
-    """Constant-time comparison against every key (no early exit on the first match)."""
-    matched = False
+def matching_key(given: str, keys: list[str]) -> str | None:
+    """The key ``given`` is, compared in constant time with every key (no early exit on the
+    first match); None for none."""
+    found = None
     for key in keys:
-        matched |= hmac.compare_digest(given.encode(), key.encode())
-    return matched
+        if hmac.compare_digest(given.encode(), key.encode()):
+            found = key
+    return found
+
+
+def key_owner(key: str) -> str:
+    """Whose a stored thing is: the key's SHA-256 (what a store may keep; the key it may not)."""
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def request_owner(request: Request) -> str | None:
+    """The owner of the key that let ``request`` in; None when no key is asked for."""
+    owner: str | None = getattr(request.state, OWNER, None)
+    return owner
 
 
 class ApiKeyMiddleware:
@@ -57,7 +75,9 @@ class ApiKeyMiddleware:
         # Anthropic's clients send the key as `x-api-key`; either header will do.
         bearer = bearer_token(headers.get("authorization"))
         given = [t for t in (bearer, headers.get("x-api-key", "").strip()) if t]
-        if any(key_matches(token, self.keys) for token in given):
+        key = next((k for k in (matching_key(t, self.keys) for t in given) if k), None)
+        if key is not None:
+            scope.setdefault("state", {})[OWNER] = key_owner(key)
             await self.app(scope, receive, send)
             return
         message = (
