@@ -1,4 +1,4 @@
-"""Command line: ``python -m bench run [--smoke]`` and ``python -m bench load --url URL``."""
+"""Command line: ``python -m bench run [--smoke]``, ``python -m bench load --url URL``, ..."""
 
 from __future__ import annotations
 
@@ -114,10 +114,46 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
     st.add_argument("--rows", type=_ints, default=[1, 2, 4, 8])
     st.add_argument("--threads", type=int, default=2)
+    st.add_argument(
+        "--model", type=Path, action="append", default=[], help="a folder instead; repeat"
+    )
 
     ov = sub.add_parser("overlap", help="decode steps beside a prefill, by thread split")
     ov.add_argument("--threads", type=int, default=2)
     ov.add_argument("--prompt", type=int, default=128, help="prefill tokens")
+
+    pf = sub.add_parser("prefill", help="prompt tokens/s: server, bare session, llama.cpp")
+    pf.add_argument("--smoke", action="store_true", help="demo model, short prompts, no llama.cpp")
+    pf.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
+    pf.add_argument("--lengths", type=_ints, help="prompt tokens (default 128,512,2048)")
+    pf.add_argument("--rounds", type=int, help="rounds, every arm once per length (default 3)")
+    pf.add_argument("--threads", type=int, help="intra-op threads, every arm (default: all)")
+    pf.add_argument("--model", type=Path, help="another folder of the same weights (a variant)")
+    pf.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server")
+    pf.add_argument("--no-llama", action="store_true", help="skip llama-server and llama-bench")
+    pf.add_argument("--no-server", action="store_true", help="skip this server's arm")
+    pf.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="also the session arms' tokens per CPU second (steadier than wall time on a busy "
+        "machine; with spinning threads it counts their spinning)",
+    )
+    pf.add_argument(
+        "--session",
+        action="append",
+        default=[],
+        help="another bare-session arm: NAME=FOLDER[,KEY=VALUE...] (session options such as "
+        "session.intra_op.allow_spinning=0 or intra_op_num_threads=1; chunk=N: runs of N tokens)",
+    )
+    pf.add_argument(
+        "--profile",
+        type=Path,
+        action="append",
+        default=[],
+        help="instead: onnxruntime's per-operator profile of one prompt (the first --lengths) "
+        "in this folder; repeat for columns side by side (e.g. before, after)",
+    )
+    pf.add_argument("--out", type=Path, help="output folder (default bench/results/prefill-<time>)")
 
     sub.add_parser("models", help="RSS per extra loaded model; adapter vs base TTFT")
     im = sub.add_parser("images", help="TTFT of a chat with an image vs the same text alone")
@@ -251,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         print(profile(args.shape, args.seconds, args.out, env, args.protocol).read_text())
         return 0
 
+    if args.cmd == "prefill":
+        return _prefill(args)
+
     if args.cmd == "models":
         from bench.model_costs import report
         from bench.models import ensure_models
@@ -281,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench.models import ensure_models
         from bench.steps import steps
 
-        print(steps(ensure_models(args.shape)["int4"], args.rows, args.threads))
+        folders = args.model or [ensure_models(args.shape)["int4"]]
+        print(steps(folders, args.rows, args.threads))
         return 0
 
     from bench.loadgen import Client, RequestSpec, run_load
@@ -322,6 +362,34 @@ def main(argv: list[str] | None = None) -> int:
     summaries = asyncio.run(go())
     if args.out:
         args.out.write_text(json.dumps(summaries, indent=2))
+    return 0
+
+
+def _prefill(args: argparse.Namespace) -> int:
+    from bench.prefill import PrefillConfig
+    from bench.prefill import run as run_prefill
+    from bench.raw import usable_cpus
+
+    cfg = PrefillConfig.smoke_config() if args.smoke else PrefillConfig(shape=args.shape)
+    for name in ("lengths", "rounds", "threads", "model", "out"):
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
+    if args.profile:
+        from bench.prefill_profile import profile, table
+
+        threads = cfg.threads or usable_cpus()
+        print(table(profile(args.profile, cfg.lengths[0], threads), [f.name for f in args.profile]))
+        return 0
+    from bench.prefill import parse_session
+
+    cfg.llama = cfg.llama and not args.no_llama
+    cfg.server = not args.no_server
+    cfg.cpu_time = args.cpu_time
+    for text in args.session:
+        name, folder, options = parse_session(text)
+        cfg.sessions[name] = (folder, options)
+    cfg.server_env = dict(item.split("=", 1) for item in args.env)
+    print(run_prefill(cfg))
     return 0
 
 
