@@ -43,6 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         "--no-peers", action="store_true", help="skip transformers, llama.cpp and llama-server"
     )
     r.add_argument("--no-llama-server", action="store_true", help="skip llama.cpp's llama-server")
+    r.add_argument(
+        "--only-llama-server",
+        action="store_true",
+        help="of the peers, llama-server only: no transformers, no llama-cpp-python build",
+    )
+    r.add_argument(
+        "--no-sweep", action="store_true", help="skip the engine-settings arms (threads, ...)"
+    )
     r.add_argument("--protocol", choices=["auto", "native", "openai"], default="auto")
     r.add_argument("--slo-ttft", type=float, help="seconds (default 1.0)")
     r.add_argument("--slo-tpot", type=float, help="seconds (default 0.1)")
@@ -135,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     pf.add_argument(
         "--cpu-time",
         action="store_true",
-        help="also the session arms' tokens per CPU second (steadier than wall time on a busy "
-        "machine; with spinning threads it counts their spinning)",
+        help="also tokens per CPU second: the session arms' process, the servers' processes "
+        "(steadier than wall time on a busy machine; spinning threads count too)",
     )
     pf.add_argument(
         "--session",
@@ -212,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg.peers = False
         if args.no_llama_server:
             cfg.llama_server = False
+        cfg.inprocess_peers = not args.only_llama_server
+        cfg.settings_sweep = cfg.settings_sweep and not args.no_sweep
         cfg.protocol = args.protocol
         stamp = time.strftime("%Y%m%d-%H%M%S")
         cfg.out = args.out or ROOT / "bench" / "results" / ("smoke" if args.smoke else stamp)

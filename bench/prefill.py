@@ -36,7 +36,7 @@ from bench.loadgen import Client, RequestSpec
 from bench.models import DEMO, ROOT, ensure_models
 from bench.prompts import PromptMaker
 from bench.raw import usable_cpus
-from bench.server import ServerProcess
+from bench.server import ServerProcess, cpu_seconds
 
 SERVER = "server"
 SESSION = "onnxruntime session"
@@ -44,7 +44,14 @@ LLAMA_SERVER = "llama-server"
 LLAMA_TIMINGS = "llama-server own timings"
 LLAMA_BENCH = "llama-bench"
 # Ours against theirs: (numerator, denominator) arms of the ratio columns.
-RATIOS = ((SERVER, LLAMA_SERVER), (SESSION, LLAMA_BENCH), (SESSION, LLAMA_TIMINGS))
+CPU = " (CPU time)"
+RATIOS = (
+    (SERVER, LLAMA_SERVER),
+    (SESSION, LLAMA_BENCH),
+    (SESSION, LLAMA_TIMINGS),
+    (SERVER + CPU, LLAMA_SERVER + CPU),
+    (SESSION + CPU, LLAMA_SERVER + CPU),
+)
 
 
 @dataclass
@@ -191,9 +198,22 @@ class Prefill:
         else:
             self.availability[LLAMA_SERVER] = "not available: not requested"
 
+    @staticmethod
+    def _cpu(server: ServerProcess) -> float:
+        return cpu_seconds(server.proc.pid) if server.proc is not None else float("nan")
+
+    def _cpu_used(self, name: str, server: ServerProcess, before: float) -> dict[str, float]:
+        """The server process's CPU seconds since ``before`` (all its threads: the HTTP
+        handling too), with ``cpu_time``."""
+        if not self.cfg.cpu_time:
+            return {}
+        # /proc counts in clock ticks: wait for the tick that ends the request to land
+        time.sleep(0.02)
+        return {name + CPU: self._cpu(server) - before}
+
     def _session(self, name: str, arm: SessionArm, ids: list[int]) -> dict[str, float]:
         wall, cpu = arm.run(ids)
-        return {name: wall, f"{name} (CPU time)": cpu} if self.cfg.cpu_time else {name: wall}
+        return {name: wall, name + CPU: cpu} if self.cfg.cpu_time else {name: wall}
 
     @staticmethod
     async def _client() -> Any:
@@ -220,10 +240,11 @@ class Prefill:
 
         def ask(messages: list[dict[str, str]], ids: list[int]) -> dict[str, float]:
             spec = RequestSpec(messages, 1, prompt_ids=ids)
+            used = self._cpu(server)
             res = self.loop.run_until_complete(client.request(self.http, spec, stream=True))
             if not res.ok or res.prompt_tokens != len(ids):
                 raise RuntimeError(f"server: {res.error or res.prompt_tokens}")
-            return {SERVER: res.ttft}
+            return {SERVER: res.ttft, **self._cpu_used(SERVER, server, used)}
 
         self.arms[SERVER] = ask
 
@@ -251,11 +272,16 @@ class Prefill:
 
         def ask(messages: list[dict[str, str]], ids: list[int]) -> dict[str, float]:
             spec = RequestSpec(messages, 1, prompt_ids=ids)
+            used = self._cpu(server)
             res = self.loop.run_until_complete(client.request(self.http, spec, stream=True))
             timings = (res.server or {}).get("timings", {})
             if not res.ok or timings.get("prompt_n") != len(ids):
                 raise RuntimeError(f"llama-server: {res.error or timings}")
-            return {LLAMA_SERVER: res.ttft, LLAMA_TIMINGS: float(timings["prompt_ms"]) / 1e3}
+            return {
+                LLAMA_SERVER: res.ttft,
+                LLAMA_TIMINGS: float(timings["prompt_ms"]) / 1e3,
+                **self._cpu_used(LLAMA_SERVER, server, used),
+            }
 
         self.arms[LLAMA_SERVER] = ask
         bench = bins.server.parent / "llama-bench"
@@ -326,7 +352,7 @@ def table(results: dict[str, Any]) -> str:
     seconds = results["seconds"]
     known = (SERVER, SESSION, LLAMA_SERVER, LLAMA_TIMINGS, LLAMA_BENCH)
     order = [*known[:2], *results["config"]["sessions"], *known[2:]]
-    arms = [x for a in order for x in (a, f"{a} (CPU time)") if x in seconds]
+    arms = [x for a in order for x in (a, a + CPU) if x in seconds]
     ratios = [(a, b) for a, b in RATIOS if a in seconds and b in seconds]
     head = ["prompt tokens", *arms, *(f"{a} ÷ {b}" for a, b in ratios)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
