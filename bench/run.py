@@ -55,6 +55,7 @@ class RunConfig:
     chat_strategies: list[str] = field(default_factory=lambda: ["batch"])
     peers: bool = True
     llama_server: bool = True  # llama.cpp's C++ server under load (with peers only)
+    inprocess_peers: bool = True  # transformers and llama-cpp-python (built on demand)
     settings_sweep: bool = True
     protocol: str = "auto"  # auto | native | openai
     slo_ttft: float = 1.0
@@ -359,7 +360,7 @@ class Bench:
             arms[LLAMA_SERVER_ARM] = lambda: self._server_once(LLAMA_SERVER, True)
         if cfg.settings_sweep:
             self._add_setting_arms(arms)
-        if cfg.peers:
+        if cfg.peers and cfg.inprocess_peers:
             self._add_peer_arms(arms)
         log(f"single stream: {len(arms)} arms x {cfg.reps} rounds")
         self.results["single_stream"] = self._rounds(arms, cfg.reps, "single stream")
