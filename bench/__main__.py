@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument(
         "--no-sweep", action="store_true", help="skip the engine-settings arms (threads, ...)"
     )
+    r.add_argument("--threads", type=int, help="intra-op threads of every arm (default: all)")
+    r.add_argument("--env", action="append", default=[], help="NAME=VALUE for every server")
     r.add_argument("--protocol", choices=["auto", "native", "openai"], default="auto")
     r.add_argument("--slo-ttft", type=float, help="seconds (default 1.0)")
     r.add_argument("--slo-tpot", type=float, help="seconds (default 0.1)")
@@ -210,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
                 setattr(cfg, name, getattr(args, name))
         if args.requests is not None:
             cfg.load_requests = args.requests
+        if args.threads is not None:
+            cfg.threads = args.threads
+        cfg.server_env = dict(item.split("=", 1) for item in args.env)
         if args.slo_ttft is not None:
             cfg.slo_ttft = args.slo_ttft
         if args.slo_tpot is not None:
