@@ -523,6 +523,16 @@ class ServerSettings(BaseSettings):
             self.workers = 1
         return self
 
+    @model_validator(mode="after")
+    def _kv_events_from_one_worker(self) -> ServerSettings:
+        # Each worker has its own KV cache, but the picker sees one pod under one topic.
+        if self.kv_events_endpoint and self.workers > 1:
+            raise ValueError(
+                "GENAI_KV_EVENTS_ENDPOINT needs WORKERS=1: each worker holds its own KV cache, "
+                "and the endpoint picker would see them as one pod"
+            )
+        return self
+
 
 PARTS: tuple[type[BaseSettings], ...] = (ModelSettings, ServerSettings)
 

@@ -113,7 +113,10 @@ class KVEventPublisher:
         self._error: Exception | None = None
 
     def start(self, timeout: float = 10.0) -> None:
-        """Open the socket (on the publisher's thread); a StartupError if it cannot be."""
+        """Open the socket (on the publisher's thread); a StartupError if it cannot be.
+        Once started, starting again does nothing."""
+        if self._thread.is_alive() or self._ready.is_set():
+            return
         self._thread.start()
         self._ready.wait(timeout)
         if self._error is not None:

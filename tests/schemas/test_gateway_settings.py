@@ -44,3 +44,9 @@ def test_the_topic_names_the_pod_its_port_and_the_model() -> None:
     assert unset.kv_events_topic_for("qwen", "192.168.1.1") == "kv@192.168.1.1:8000@qwen"
     plain = ServerSettings(kv_events_topic="kv@{pod_ip}@{model}", pod_ip="10.0.0.7")
     assert plain.kv_events_topic_for("qwen", "x") == "kv@10.0.0.7@qwen"
+
+
+def test_kv_events_need_one_worker() -> None:
+    with pytest.raises(ValidationError, match="GENAI_KV_EVENTS_ENDPOINT needs WORKERS=1"):
+        ServerSettings(kv_events_endpoint="tcp://*:5557", workers=2)
+    assert ServerSettings(kv_events_endpoint="tcp://*:5557", workers=2, reload=True).workers == 1
