@@ -53,9 +53,11 @@ def block_keys(
     """The hash chain of ``tokens``' full blocks: one key per block, each over its parent's;
     from block ``first`` on, whose parent's key is ``parent``."""
     keys = []
-    for lo in range(first * block_tokens, len(tokens) - block_tokens + 1, block_tokens):
-        block = np.asarray(tokens[lo : lo + block_tokens], dtype="<i8").tobytes()
-        parent = hashlib.blake2b(parent + block, digest_size=16).digest()
+    start, stop = first * block_tokens, len(tokens) // block_tokens * block_tokens
+    data = np.asarray(tokens[start:stop], dtype="<i8").tobytes()  # one conversion, then slices
+    size = 8 * block_tokens
+    for lo in range(0, len(data), size):
+        parent = hashlib.blake2b(parent + data[lo : lo + size], digest_size=16).digest()
         keys.append(parent)
     return keys
 
