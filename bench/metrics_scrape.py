@@ -4,8 +4,9 @@ picker scrapes it (every 50 ms; it counts data older than 200 ms as saturated):
 
 A real server process (``main_genai.py``, GENAI_METRICS_OPEN, ``--threads`` intra-op threads)
 generates for ``--in-flight`` streaming chat completions at all times (each replaced as it
-ends), while ``--scrapers`` clients each GET /metrics every ``--interval`` s. Reports the
-scrape latency's percentiles, how many sequences the gauges saw running, and the CPU.
+ends; of half to 1.5 times ``--tokens`` tokens, so that they do not all end at once), while
+``--scrapers`` clients each GET /metrics every ``--interval`` s. Reports the scrape latency's
+percentiles, how many sequences the gauges saw running, and the machine.
 """
 
 from __future__ import annotations
@@ -74,7 +75,12 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as client:
         warm = time.monotonic() + args.warmup
         stop = warm + args.seconds
-        load = [generate(client, stop, args.tokens, seed) for seed in range(args.in_flight)]
+        # Streams of different lengths (half to 1.5 times --tokens), so that they end, and new
+        # ones arrive, at different times, as a server's traffic does, not all in one step.
+        lengths = [
+            args.tokens // 2 + args.tokens * i // args.in_flight for i in range(args.in_flight)
+        ]
+        load = [generate(client, stop, n, seed) for seed, n in enumerate(lengths)]
         loaders = asyncio.gather(*load)
         await asyncio.sleep(args.warmup)  # every sequence admitted and decoding
         scrapes = await asyncio.gather(
@@ -101,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=0.05, help="seconds between scrapes")
     ap.add_argument("--seconds", type=float, default=60.0, help="measured time")
     ap.add_argument("--warmup", type=float, default=5.0, help="load before measuring, seconds")
-    ap.add_argument("--tokens", type=int, default=256, help="tokens each stream generates")
+    ap.add_argument("--tokens", type=int, default=256, help="tokens a stream generates, on average")
     ap.add_argument("--threads", type=int, default=2, help="GENAI_INTRA_OP_THREADS")
     args = ap.parse_args(argv)
     env = {
