@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         "GENAI_MODEL_DIR": str(args.model),
         "GENAI_METRICS_OPEN": "true",
         "GENAI_INTRA_OP_THREADS": str(args.threads),
-        "GENAI_MAX_CONCURRENCY": str(args.in_flight),
+        "GENAI_MAX_CONCURRENCY": str(max(1, args.in_flight)),
     }
     server = ServerProcess("metrics-scrape", env)
     server.start()
