@@ -15,6 +15,9 @@ CancelCause = Literal["client", "admin", "shutdown"]
 GuidanceKind = Literal["json_schema", "regex", "lark_grammar"]
 
 SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int
+# Tokens per KV block: the batch engine's prefix store and KV events cut prompts into these,
+# and /metrics reports it (vllm:cache_config_info) for the gateway's prefix-aware routing.
+KV_BLOCK_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,32 @@ class PrefixStoreStats:
     bytes: int = 0  # bytes of KV held
     blocks: int = 0  # blocks held
     capacity_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class KVUsage:
+    """How much of a model's KV cache its running sequences hold, as its strategy counts it
+    on the owner thread after each step (docs/deployment.md, "Routing across replicas", says
+    what each strategy counts). ``block_tokens`` is the block the KV events and the prefix
+    store cut prompts into."""
+
+    held_tokens: int = 0
+    capacity_tokens: int = 0
+    block_tokens: int = KV_BLOCK_TOKENS
+
+    @property
+    def fraction(self) -> float:
+        """Held ÷ capacity, from 0 to 1 (0 while nothing is known)."""
+        if self.capacity_tokens <= 0:
+            return 0.0
+        return min(1.0, self.held_tokens / self.capacity_tokens)
+
+    def __add__(self, other: KVUsage) -> KVUsage:
+        return KVUsage(
+            self.held_tokens + other.held_tokens,
+            self.capacity_tokens + other.capacity_tokens,
+            self.block_tokens,
+        )
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from backends.core.handle import FinishedChoice
 from backends.core.service import ServiceStats
 from backends.speech.request import TranscriptionResult
+from metrics.model_server import ModelServerCollector
 
 log = logging.getLogger("genai.requests")
 
@@ -134,6 +135,8 @@ class ServerMetrics:
         self.reasons: dict[str, set[str]] = {}  # finish reasons counted, per model
         self.prefix_stores = PrefixStoreCollector()
         r.register(self.prefix_stores)
+        # The gateway's names for the pod (metrics/model_server.py), read off the same models.
+        r.register(ModelServerCollector(self.prefix_stores.sources))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -181,6 +184,9 @@ class ServerMetrics:
 class StatsSource(Protocol):
     @property
     def model_name(self) -> str: ...
+
+    @property
+    def adapter_names(self) -> tuple[str, ...]: ...
 
     def stats(self) -> ServiceStats: ...
 

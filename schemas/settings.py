@@ -50,6 +50,7 @@ STEP_TOKENS_DEFAULT = 0
 # Likewise the overlapped prefill's, backends.config.ModelConfig.prefill_overlap.
 PREFILL_OVERLAP_DEFAULT = True
 MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
+KV_EVENT_TRANSPORTS = ("tcp://", "ipc://", "inproc://")  # what a ZMQ endpoint may start with
 
 
 def split_csv(value: str | None) -> list[str]:
@@ -243,6 +244,43 @@ class ServerSettings(BaseSettings):
         "admin",
         "The /admin routes (list, cancel, profile): on when an API key is set (behind it), "
         "else off; true or false overrides.",
+    )
+    metrics_open: bool = _setting(
+        False,
+        "GENAI_METRICS_OPEN",
+        "metrics_open",
+        "/metrics without the API key, for the inference gateway's endpoint picker (it scrapes "
+        "with none); false: it needs the key when one is set.",
+    )
+    render_open: bool = _setting(
+        False,
+        "GENAI_RENDER_OPEN",
+        "render_open",
+        "The render routes (/v1/chat/completions/render, /v1/completions/render: a prompt's "
+        "token ids, nothing generated) without the API key, for the endpoint picker's token "
+        "producer (precise prefix routing); false: they need the key when one is set.",
+    )
+    kv_events_endpoint: str = _setting(
+        "",
+        "GENAI_KV_EVENTS_ENDPOINT",
+        "kv_events_endpoint",
+        "ZMQ endpoint the batch scheduler publishes KV-cache events on (llm-d's format, for "
+        "precise prefix routing): tcp://*:5557 binds it, tcp://HOST:5557 connects to it; "
+        "empty: no events.",
+    )
+    kv_events_topic: str = _setting(
+        "kv@{pod_ip}:{port}@{model}",
+        "GENAI_KV_EVENTS_TOPIC",
+        "kv_events_topic",
+        "Each model's KV-event topic: {pod_ip} is POD_IP, {port} the server's port, {model} "
+        "the model's served name.",
+    )
+    pod_ip: str = _setting(
+        "",
+        "POD_IP",
+        "pod_ip",
+        "This pod's IP (Kubernetes' status.podIP), for the KV-event topic; empty: the address "
+        "the host name resolves to.",
     )
     cors_origins: str = _setting(
         "",
@@ -443,6 +481,30 @@ class ServerSettings(BaseSettings):
             raise ValueError("holds no key; give one (or several, comma-separated) or unset it")
         return value
 
+    @field_validator("kv_events_endpoint", mode="after")
+    @classmethod
+    def _zmq_endpoint(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith(KV_EVENT_TRANSPORTS):
+            raise ValueError(f"must start with one of {', '.join(KV_EVENT_TRANSPORTS)}")
+        return value
+
+    @field_validator("kv_events_topic", mode="after")
+    @classmethod
+    def _topic_fields(cls, value: str) -> str:
+        try:
+            value.format(pod_ip="", port=0, model="")
+        except (KeyError, IndexError, ValueError) as exc:
+            fields = "only {pod_ip}, {port} and {model} are filled in"
+            raise ValueError(f"{fields} ({exc!r})") from None
+        return value
+
+    def kv_events_topic_for(self, model: str, host_ip: str) -> str:
+        """The KV-event topic of ``model``; ``host_ip`` stands in for an unset POD_IP."""
+        return self.kv_events_topic.format(
+            pod_ip=self.pod_ip or host_ip, port=self.port, model=model
+        )
+
     @property
     def api_keys(self) -> list[str]:
         return split_csv(self.api_key.get_secret_value() if self.api_key else None)
@@ -467,6 +529,16 @@ class ServerSettings(BaseSettings):
         # uvicorn's reloader runs a single process; several workers would be ignored.
         if self.reload:
             self.workers = 1
+        return self
+
+    @model_validator(mode="after")
+    def _kv_events_from_one_worker(self) -> ServerSettings:
+        # Each worker has its own KV cache, but the picker sees one pod under one topic.
+        if self.kv_events_endpoint and self.workers > 1:
+            raise ValueError(
+                "GENAI_KV_EVENTS_ENDPOINT needs WORKERS=1: each worker holds its own KV cache, "
+                "and the endpoint picker would see them as one pod"
+            )
         return self
 
 

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 from backends.engine.scheduler import Job, Strategy
-from backends.types import FinishReason, GenerationParams
+from backends.types import FinishReason, GenerationParams, KVUsage
 
 log = logging.getLogger("genai.scheduler")
 
@@ -58,6 +58,14 @@ class WithFallback:
 
     def active_jobs(self) -> list[Job]:
         return [job for strategy in self._strategies() for job in strategy.active_jobs()]
+
+    def kv_usage(self) -> KVUsage:
+        """The primary's, plus the fallback's once it runs (its sequences hold their own
+        memory)."""
+        usage = self.primary.kv_usage()
+        if self._fallback is not None:
+            usage += self._fallback.kv_usage()
+        return usage
 
     def set_profiling(self, prefix: str | None) -> None:
         self._profile = prefix

@@ -21,7 +21,7 @@ from backends.engine.logits import log_softmax, logprob_entries, process_logits
 from backends.engine.prefix_cache import Held, PrefixCache, chunk_length
 from backends.engine.scheduler import WINDOW_BEAMS, Job
 from backends.models.loader import LoadedModel
-from backends.types import CallGrammar, FinishReason, GeneratedToken, GenerationParams
+from backends.types import CallGrammar, FinishReason, GeneratedToken, GenerationParams, KVUsage
 
 log = logging.getLogger("genai.generator")
 
@@ -87,9 +87,17 @@ class _GuidedStepFailed(Exception):
 class GeneratorStrategy:
     name = "generator"
 
-    def __init__(self, model: LoadedModel, *, prefill_chunk: int = 256, cache_size: int = 4):
+    def __init__(
+        self,
+        model: LoadedModel,
+        *,
+        prefill_chunk: int = 256,
+        cache_size: int = 4,
+        slots: int = 1,
+    ):
         self.model = model
         self.max_length = model.max_length
+        self.slots = slots  # sequences the scheduler runs at once: the KV capacity reported
         self.og_model = model.model  # the weights load here, at start, not at the first request
         if model.adapter_files:
             model.adapters  # noqa: B018 -- and the adapters: a bad file stops the start
@@ -102,6 +110,12 @@ class GeneratorStrategy:
     # ---- Strategy ------------------------------------------------------------------------
     def active_jobs(self) -> list[Job]:
         return [s.job for s in self._active]
+
+    def kv_usage(self) -> KVUsage:
+        """Tokens the running sequences' Generators hold, of ``slots`` full-length sequences
+        (each Generator allocates its own cache; og tells nothing more)."""
+        held = sum(s.kv_len for s in self._active)
+        return KVUsage(held, self.slots * self.max_length)
 
     def unsupported(self, params: GenerationParams) -> str | None:
         if params.num_beams > 1 and self.model.folder.sliding_window:

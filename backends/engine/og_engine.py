@@ -18,7 +18,7 @@ import numpy as np
 
 from backends.engine.scheduler import WINDOW_BEAMS, Job
 from backends.models.loader import LoadedModel
-from backends.types import FinishReason, GeneratedToken, GenerationParams
+from backends.types import FinishReason, GeneratedToken, GenerationParams, KVUsage
 
 log = logging.getLogger("genai.engine")
 
@@ -38,10 +38,18 @@ class _Turn:
 class EngineStrategy:
     name = "engine"
 
-    def __init__(self, model: LoadedModel, *, cache_size: int = 0, event_buffer: int = 256):
+    def __init__(
+        self,
+        model: LoadedModel,
+        *,
+        cache_size: int = 0,
+        event_buffer: int = 256,
+        slots: int = 1,
+    ):
         og = model.og
         self.model = model
         self.max_length = model.max_length
+        self.slots = slots  # sequences the scheduler runs at once: the KV capacity reported
         self.og = og
         self.engine = og.Engine(model.model)
         self.buffer = self.engine.create_event_buffer(event_buffer)
@@ -77,6 +85,12 @@ class EngineStrategy:
     # ---- Strategy ------------------------------------------------------------------------
     def active_jobs(self) -> list[Job]:
         return [t.job for t in self._turns.values()]
+
+    def kv_usage(self) -> KVUsage:
+        """The running turns' tokens (prompt and generated so far), of ``slots`` full-length
+        sequences: the Engine does not tell how full its own (paged) cache is."""
+        held = sum(len(t.job.prompt_ids) + t.job.generated for t in self._turns.values())
+        return KVUsage(held, self.slots * self.max_length)
 
     def add(self, job: Job) -> None:
         p = job.params

@@ -32,6 +32,7 @@ from backends.types import (
     FinishReason,
     GeneratedToken,
     GenerationParams,
+    KVUsage,
     SequenceDelta,
     StartEvent,
     Usage,
@@ -129,6 +130,10 @@ class Strategy(Protocol):
 
     def active_jobs(self) -> list[Job]: ...
 
+    def kv_usage(self) -> KVUsage:
+        """Tokens the running sequences' KV cache holds, of how many it can hold."""
+        ...
+
     def set_profiling(self, prefix: str | None) -> None: ...
 
     def close(self) -> None: ...
@@ -175,6 +180,8 @@ class Scheduler:
         self.strategy: Strategy | None = None
         self.load_error: BaseException | None = None
         self.profile: ProfileWindow | None = None  # owner thread only
+        # The strategy's KV usage after the last step, for /metrics (set on the owner thread).
+        self.kv_usage = KVUsage()
         # Called on the owner thread after a step that produced some request's first token.
         self.after_first_tokens: Callable[[], None] | None = None
 
@@ -205,6 +212,7 @@ class Scheduler:
         try:
             self.model = self._loader(self._config)
             self.strategy = self._factory(self.model)
+            self.kv_usage = self.strategy.kv_usage()
             log.info("scheduler strategy: %s", self.strategy.name)
         except BaseException as exc:  # reported through load_error; the thread ends
             self.load_error = exc
@@ -225,6 +233,7 @@ class Scheduler:
                         self.after_first_tokens()
                     if self.profile is not None:
                         self._profile_step(strategy, self.profile)
+                self.kv_usage = strategy.kv_usage()
         finally:
             for job in list(self._waiting):
                 job.finish("cancelled")

@@ -17,7 +17,7 @@ from backends.core.handle import ChoiceDelta, ChoiceResult, RequestHandle
 from backends.core.registry import ModelRegistry, ServedModel
 from backends.core.request import GenerationRequest, TextPrompt
 from backends.errors import GenerationFailed
-from backends.types import GeneratedToken, Logprob, Usage
+from backends.types import GeneratedToken, Logprob, PreparedPrompt, Usage
 from routes.door import ids
 from routes.door.answer import Door, Stream
 from routes.door.convert import (
@@ -47,6 +47,7 @@ from schemas.openai import (
     ModelCard,
     ModelList,
     PromptTokensDetails,
+    RenderedPrompt,
     TokenLogprob,
     ToolCallOut,
     TopLogprob,
@@ -94,6 +95,10 @@ def completion_request(body: CompletionRequest, request_id: str) -> GenerationRe
         model=body.model,
         request_id=request_id,
     )
+
+
+def rendered(prompt: PreparedPrompt) -> RenderedPrompt:
+    return RenderedPrompt(token_ids=prompt.token_ids)
 
 
 def usage_info(usage: Usage) -> UsageInfo:

@@ -185,3 +185,12 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
+
+
+class RenderedPrompt(BaseModel):
+    """What a render route answers for one prompt (vLLM's ``/render`` routes, which the
+    inference gateway's endpoint picker calls to tokenize as the server does)."""
+
+    token_ids: list[int] = Field(
+        ..., description="The prompt's token ids, exactly as the model is fed them."
+    )

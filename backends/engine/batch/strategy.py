@@ -48,18 +48,26 @@ from typing import Any
 
 import numpy as np
 
+from backends.engine.batch.block_ledger import BlockLedger
 from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
 from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, first_line
 from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
-from backends.engine.batch.prefix_store import PrefixStore
+from backends.engine.batch.prefix_store import BLOCK_TOKENS, PrefixStore
 from backends.engine.batch.sampler import RowState, choose
 from backends.engine.batch.sharing import SHARE_MIN, PrefixSharing
 from backends.engine.batch.slots import SlotTable
+from backends.engine.kv_events import KVEventSink
 from backends.engine.logits import logprob_entries
 from backends.engine.prefix_cache import chunk_length
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
-from backends.types import FinishReason, GeneratedToken, GenerationParams, PrefixStoreStats
+from backends.types import (
+    FinishReason,
+    GeneratedToken,
+    GenerationParams,
+    KVUsage,
+    PrefixStoreStats,
+)
 
 log = logging.getLogger("genai.batch")
 
@@ -106,6 +114,7 @@ class BatchStrategy:
         store: PrefixStore | None = None,
         share_min: int = SHARE_MIN,
         overlap_decoder: Decoder | None = None,
+        ledger: BlockLedger | None = None,
     ) -> None:
         self.model = model
         self.decoder = decoder
@@ -127,6 +136,7 @@ class BatchStrategy:
         self._active: list[_Seq] = []
         self._make_session = make_session
         self._plain_session = decoder.session
+        self.ledger = ledger  # told what the rows hold after each step, for the KV events
 
     @classmethod
     def create(
@@ -142,8 +152,11 @@ class BatchStrategy:
         store_mib: float = 0.0,
         share_min: int = SHARE_MIN,
         store_stats: PrefixStoreStats | None = None,
+        kv_events: KVEventSink | None = None,
     ) -> BatchStrategy:
-        """The strategy for ``model``, or :class:`UnsupportedModel` saying why not."""
+        """The strategy for ``model``, or :class:`UnsupportedModel` saying why not;
+        ``kv_events``: where it tells the blocks its KV cache holds (with sharing on: only
+        then may another prompt use them)."""
         if model.provider.name != "cpu":
             raise UnsupportedModel(f"it runs on the CPU only, not {model.provider.name}")
         if not (model.folder.path / "tokenizer.json").is_file():
@@ -179,9 +192,13 @@ class BatchStrategy:
             spec.bytes_per_token / 1024,
             kv.nbytes / slots / MIB,
         )
+        ledger = None
+        if kv_events is not None and share_min > 0:
+            ledger = BlockLedger(BLOCK_TOKENS, kv_events)
         store = None
         if store_mib > 0 and share_min > 0:
-            store = PrefixStore(int(store_mib * MIB), spec.bytes_per_token, stats=store_stats)
+            size = int(store_mib * MIB)
+            store = PrefixStore(size, spec.bytes_per_token, stats=store_stats, listener=ledger)
         return cls(
             model,
             Decoder(spec, session, ort),
@@ -194,6 +211,7 @@ class BatchStrategy:
             store=store,
             share_min=share_min,
             overlap_decoder=None if half is None else Decoder(spec, half, ort),
+            ledger=ledger,
         )
 
     # ---- Strategy ------------------------------------------------------------------------
@@ -206,6 +224,13 @@ class BatchStrategy:
 
     def active_jobs(self) -> list[Job]:
         return [s.job for s in self._active]
+
+    def kv_usage(self) -> KVUsage:
+        """Tokens the running sequences' rows hold, of every row's capacity. Resident rows
+        (finished sequences kept for reuse) are not counted: a newcomer takes them when it
+        needs a row, as vLLM counts its cached, unreferenced blocks as free."""
+        held = sum(len(s.tokens) for s in self._active)
+        return KVUsage(held, self.kv.slots * self.kv.capacity)
 
     def add(self, job: Job) -> None:
         p = job.params
@@ -253,6 +278,7 @@ class BatchStrategy:
         if decoding and not decoded:
             decode()
         self._land(wait=not decoding)
+        self._tell()
 
     def drop(self, job: Job, reason: FinishReason) -> None:
         for seq in self._active:
@@ -262,6 +288,7 @@ class BatchStrategy:
                     if not self._settle():  # its row is written to until the chunk lands
                         del seq.tokens[past:]  # what the chunk wrote is not good
                 self._finish(seq, reason)
+                self._tell()
                 return
 
     def set_profiling(self, prefix: str | None) -> None:
@@ -280,6 +307,16 @@ class BatchStrategy:
         self.set_profiling(None)
         if self._worker is not None:
             self._worker.shutdown()
+        if self.ledger is not None:
+            self.ledger.clear()  # the model is unloaded: its KV goes with it
+
+    def _tell(self) -> None:
+        """Tell the ledger the blocks every row holds now (busy rows: what another row may
+        copy yet), and send what changed."""
+        if self.ledger is not None:
+            busy = [(s.row, self._written(s)) for s in self._active]
+            self.ledger.rows(busy + self.slots.shareable())
+            self.ledger.flush()
 
     # ---- internals -----------------------------------------------------------------------
     def _guarded(self, seqs: list[_Seq], run: Any) -> None:
