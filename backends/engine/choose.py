@@ -59,6 +59,7 @@ def strategy_factory(
             raise StartupError(paged_refusal(model, name, chosen))
         if name == "batch":
             from backends.engine.batch.decoder import UnsupportedModel
+            from backends.engine.batch.speculation import Speculation
             from backends.engine.batch.strategy import BatchStrategy
             from backends.engine.fallback import WithFallback
 
@@ -74,6 +75,7 @@ def strategy_factory(
                     store_mib=config.prefix_store_mib,
                     share_min=config.prefix_share_min,
                     store_stats=store_stats,
+                    speculation=Speculation(config.speculative_tokens),
                 )
                 # Beam search and adapters, which batch cannot do, go to a generator.
                 return WithFallback(batch, lambda: generator(model))
