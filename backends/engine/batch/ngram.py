@@ -6,10 +6,8 @@ tokens) to the position after their latest occurrence, filled as tokens are fed;
 n-gram that ends the sequence and occurred before proposes what followed it (vLLM's
 ``prompt_lookup_min/max``, llama.cpp's ``ngram-simple``).
 
-How many tokens a row drafts adapts to how they fare (``DraftLength``): all accepted, the
-next draft may be twice as long (up to ``k``); some, one more than were accepted; none, half.
-A row whose drafts miss entirely ``MISSES`` times in a row stops drafting for a pause that
-doubles with each further miss, so a row that writes nothing it has seen costs nothing.
+How many tokens a row drafts, and whether it drafts at all, is
+:mod:`backends.engine.batch.speculation`'s decision.
 """
 
 from __future__ import annotations
@@ -18,8 +16,6 @@ from collections.abc import Sequence
 
 PROMPT_LOOKUP_MIN = 2
 PROMPT_LOOKUP_MAX = 4
-MISSES = 3  # drafts missed in a row before a row pauses
-MAX_PAUSE = 256  # steps a row that keeps missing waits before it drafts again, at most
 
 
 class NgramIndex:
@@ -54,30 +50,3 @@ class NgramIndex:
             if at is not None:
                 return own[at : at + k]
         return []
-
-
-class DraftLength:
-    """How many tokens a row drafts next, from how its drafts fared."""
-
-    def __init__(self, k: int) -> None:
-        self.most = k
-        self.k = k
-        self.misses = 0  # drafts missed entirely in a row
-        self.pause = 0  # steps left before the row drafts again
-
-    def wanted(self) -> int:
-        """Tokens to draft this step (0: not now); a paused row counts a step down."""
-        if self.pause > 0:
-            self.pause -= 1
-            return 0
-        return self.k
-
-    def settle(self, drafted: int, accepted: int) -> None:
-        if accepted == drafted:
-            self.k, self.misses = min(self.most, 2 * self.k), 0
-        elif accepted > 0:
-            self.k, self.misses = accepted + 1, 0
-        else:
-            self.k, self.misses = max(1, self.k // 2), self.misses + 1
-            if self.misses >= MISSES:
-                self.pause = min(MAX_PAUSE, 4 << (self.misses - MISSES))

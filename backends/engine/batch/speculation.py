@@ -1,4 +1,5 @@
-"""N-gram (prompt-lookup) speculation: which decoding rows draft this step, and what.
+"""N-gram (prompt-lookup) speculation: which decoding rows draft this step, how many
+tokens, and taking the verified ones.
 
 A drafting row feeds its next token and up to ``k`` drafted tokens in one run of its own:
 onnxruntime's CPU GroupQueryAttention takes several new tokens over a past only at batch size
@@ -7,10 +8,16 @@ leaves the batched decode run for a batch-1 run of ``1 + k`` tokens beside it. T
 then takes the choice at each position (the sampler's, with the sequence's state as of the
 tokens accepted before it) while it equals the draft token fed there.
 
-It pays when that run costs little more than the row's share of a batched step. On two cores
-a decode step of ``n`` rows costs about as much as ``n`` batch-1 verify runs once ``n`` is a
-few rows, so rows draft only while at most ``max_rows`` rows decode (docs/speculation.md has
-the measurements behind the default).
+A row drafts when it pays. A verify run of ``1 + k`` tokens costs ``1 + VERIFY_COST * k``
+one-token steps and yields, if each draft token is taken with probability ``p``,
+``(1 - p ** (k + 1)) / (1 - p)`` tokens; in a batched step of ``B`` rows the row would get one
+token for ``SHARE[B]`` of a one-token step. The row drafts the ``k`` (up to the bound) that
+yields most tokens per cost, if that beats its share of the batch; ``p`` is the row's own
+acceptance so far (recent verify runs weigh more). So a copying row drafts long while few rows
+decode, a row writing free text soon stops, and with many rows decoding only rows that copy
+nearly every token draft. A row for which no draft pays even alone probes with one token now
+and then (after 8 steps, then 16, ... up to 256), in case it starts copying. The costs are
+measured (``python -m bench steps --verify 8``, docs/speculation.md).
 """
 
 from __future__ import annotations
@@ -22,13 +29,75 @@ from typing import Any
 
 import numpy as np
 
-from backends.engine.batch.ngram import DraftLength, NgramIndex
+from backends.engine.batch.ngram import NgramIndex
 from backends.engine.batch.sampler import Choice, choose
 
 log = logging.getLogger("genai.batch")
 
-# Rows decoding at most for rows to draft (docs/speculation.md: where it stops paying).
-MAX_ROWS = 2
+# A verify run of 1 + k tokens costs 1 + VERIFY_COST * k one-token steps (T(1 + k) / T(1) was
+# 1.43, 1.73, 2.08, 2.54, 2.79, 3.17, 3.34, 3.65 for k = 1..8 on the 135M shape).
+VERIFY_COST = 1 / 3
+# What one row's token costs in a decode step of B rows (index B), in one-token steps:
+# T(B) / (B * T(1)), the same measurement; beyond the table, its last value.
+SHARE = (1.0, 1.0, 0.68, 0.72, 0.54, 0.52, 0.51, 0.49, 0.46)
+PRIOR = (1.4, 2.0)  # a new row: 1.4 of 2 draft tokens taken (p = 0.7)
+FORGET = 0.5  # each verify run, earlier evidence weighs half as much
+PROBE_WAIT, MAX_WAIT = 8, 256  # steps between one-token probes of a row no draft pays for
+
+
+def share(rows: int) -> float:
+    return SHARE[min(rows, len(SHARE) - 1)]
+
+
+def expected_tokens(k: int, p: float) -> float:
+    """Tokens a verify run of ``k`` drafted tokens yields (the one after the last taken
+    draft token included) if each is taken with probability ``p``."""
+    return float(k + 1) if p >= 1.0 else (1.0 - p ** (k + 1)) / (1.0 - p)
+
+
+def best_draft(p: float, row_share: float, most: int) -> int:
+    """The draft length, up to ``most``, that yields most tokens per cost, if that beats a
+    token for ``row_share`` in the batched step; else 0."""
+    best, gain = 0, 1.0
+    for k in range(1, most + 1):
+        k_gain = expected_tokens(k, p) * row_share / (1.0 + VERIFY_COST * k)
+        if k_gain > gain:
+            best, gain = k, k_gain
+    return best
+
+
+@dataclass
+class DraftLength:
+    """How many tokens a row drafts next, from how its drafts fared."""
+
+    most: int
+    hits: float = PRIOR[0]
+    judged: float = PRIOR[1]
+    wait: int = 0  # steps before the next probe
+    probes: int = 0  # probes missed in a row
+
+    @property
+    def acceptance(self) -> float:
+        return self.hits / self.judged
+
+    def wanted(self, rows: int) -> int:
+        """Tokens to draft this step with ``rows`` rows decoding (0: none)."""
+        k = best_draft(self.acceptance, share(rows), self.most)
+        if k or rows > 1 or best_draft(self.acceptance, 1.0, self.most):
+            return k
+        if self.wait > 0:  # no draft pays even alone: probe now and then
+            self.wait -= 1
+            return 0
+        self.wait = min(MAX_WAIT, PROBE_WAIT << self.probes)
+        self.probes += 1
+        return 1
+
+    def settle(self, drafted: int, accepted: int) -> None:
+        judged = accepted + (1 if accepted < drafted else 0)
+        self.hits = FORGET * self.hits + accepted
+        self.judged = FORGET * self.judged + judged
+        if accepted:
+            self.probes = 0
 
 
 @dataclass
@@ -53,7 +122,6 @@ class Speculation:
     """The engine's speculation settings and its totals."""
 
     tokens: int  # most tokens a row drafts (its k); 0: no speculation
-    max_rows: int | None = None  # rows decoding at most for rows to draft; None: MAX_ROWS
     drafted: int = 0
     accepted: int = 0
     runs: int = 0
@@ -62,15 +130,14 @@ class Speculation:
         """The rows that draft this step and their drafts. ``rows`` are the sequences with a
         token to feed (``tokens``, ``next_token``, ``state``), ``room[i]`` how many tokens row
         ``i`` may draft at most (its budget and the context's end)."""
-        limit = MAX_ROWS if self.max_rows is None else self.max_rows
-        if self.tokens <= 0 or len(rows) > limit:
+        if self.tokens <= 0:
             return []
         out = []
         for seq, most in zip(rows, room, strict=True):
             drafter = self.drafter(seq)
             if most <= 0:
                 continue
-            k = min(drafter.length.wanted(), most)
+            k = min(drafter.length.wanted(len(rows)), most)
             if k <= 0:
                 continue
             drafter.index.sync(seq.tokens, seq.next_token)
