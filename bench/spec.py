@@ -173,8 +173,9 @@ def _table(
     """Medians over rounds; ratios against the first arm, per round then the median."""
     lines = [
         "| workload | in flight | arm | tokens/s | ÷ first | time per answer | ÷ first | "
-        "server CPU ms per token | ÷ first | accepted / drafted | tokens per verify run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "server CPU ms per token | ÷ first | accepted / drafted | tokens per verify run | "
+        "model-bound × |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def cpu(r: dict[str, Any]) -> float:
@@ -200,10 +201,28 @@ def _table(
                 )
                 rate = f"{accepted / drafted:.2f} ({accepted}/{drafted})" if drafted else "—"
                 per = f"{1 + accepted / runs_:.2f}" if runs_ else "—"
+                bound = _model_bound(runs, drafted, accepted, runs_) if level == 1 else "—"
                 med = statistics.median
                 lines.append(
                     f"| {workload} | {level} | {name} | {med(tps):.0f} | {med(tps_x):.2f} | "
                     f"{med(e2e) * 1e3:.0f} ms | {med(e2e_x):.2f} | "
-                    f"{med(cpu(r) for r in runs) * 1e3:.2f} | {med(cpu_x):.2f} | {rate} | {per} |"
+                    f"{med(cpu(r) for r in runs) * 1e3:.2f} | {med(cpu_x):.2f} | {rate} | {per} | "
+                    f"{bound} |"
                 )
+    lines.append(
+        "\nmodel-bound ×: one in flight, the decode speed-up where the model run is a token's "
+        "whole cost: decoded tokens ÷ (plain steps + verify runs × c(mean k)), c(k) = 1 + "
+        "k × VERIFY_COST (backends/engine/batch/speculation.py, measured on the 135M shape)."
+    )
     return "\n".join(lines) + "\n"
+
+
+def _model_bound(runs: list[dict[str, Any]], drafted: int, accepted: int, verifies: int) -> str:
+    from backends.engine.batch.speculation import VERIFY_COST
+
+    decoded = sum(r["output_tokens"]["total"] - r["ok"] for r in runs)  # first: the prefill's
+    if not verifies or decoded <= 0:
+        return "1.00"
+    plain = decoded - accepted - verifies
+    cost = plain + verifies * (1 + VERIFY_COST * drafted / verifies)
+    return f"{decoded / cost:.2f}"

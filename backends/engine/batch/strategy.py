@@ -35,6 +35,11 @@ nothing.
 A newcomer's longest shared prefix is copied from whichever row holds it, or restored from the
 host-RAM prefix store (:mod:`backends.engine.batch.sharing`); it looks again just before its
 first prefill chunk, when the rows ahead of it may hold more.
+
+With ``GENAI_SPECULATIVE_TOKENS`` set, a decoding row whose own prompt and output suggest its
+next tokens, and for which that pays, feeds them with its next token in a batch-1 run of its
+own after the batched decode run, and keeps those the sampler confirms
+(:mod:`backends.engine.batch.speculation`).
 """
 
 from __future__ import annotations
