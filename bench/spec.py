@@ -127,7 +127,7 @@ def run_spec(
         out.mkdir(parents=True, exist_ok=True)
         raw = {f"{k[0]} {k[1]} c{k[2]}": v for k, v in samples.items()}
         (out / "spec.json").write_text(json.dumps(raw, indent=1))
-    table = _table(samples, list(arms), workloads, concurrency)
+    table = render_table(samples, list(arms), workloads, concurrency)
     if same is not None:
         table += f"\nidentical greedy answers, {' vs '.join(names)}: {same}\n"
     if out is not None:
@@ -164,7 +164,7 @@ def _equality(
     return f"{same} of {n}"
 
 
-def _table(
+def render_table(
     samples: dict[tuple[str, str, int], list[dict[str, Any]]],
     names: list[str],
     workloads: tuple[str, ...],
