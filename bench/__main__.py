@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         "--arm",
         action="append",
         default=[],
-        help="NAME:A=1[,B=2] server settings of an arm (default: off, and on with k=8 for "
-        "up to 8 rows); the first is the baseline",
+        help="NAME:A=1[,B=2] server settings of an arm (default: off, and on with k=8); "
+        "the first is the baseline",
     )
     sp.add_argument("--out", type=Path, help="write spec.json and spec.md here")
 
