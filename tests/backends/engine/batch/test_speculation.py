@@ -59,6 +59,9 @@ def spec_config(path: Path, k: int, **kw: Any) -> ServiceConfig:
         prefix_share_min=0,
         speculative_tokens=k,
         max_length=kw.pop("max_length", None),
+        prefill_chunk=kw.pop("prefill_chunk", 256),
+        step_tokens=kw.pop("step_tokens", 0),
+        prefill_overlap=kw.pop("prefill_overlap", True),
     )
     return ServiceConfig(model, Limits(**kw))
 
@@ -126,6 +129,24 @@ def test_greedy_equals_og_generator(drafts: Any) -> None:
     both_paths(*drafts())
     together = [text(r) for r in answers(cfg, prompts, together=True, max_tokens=80)]
     assert together == expected
+
+
+@pytest.mark.parametrize(
+    "feeding",
+    [{"step_tokens": 24, "prefill_overlap": False}, {"prefill_overlap": True}],
+    ids=["prefill-beside-each-step", "prefill-overlapping-steps"],
+)
+def test_newcomers_prefilled_beside_verify_runs_change_nothing(
+    feeding: dict[str, Any], drafts: Any
+) -> None:
+    """Prompts arrive while others verify drafts: their chunks run on the worker thread
+    beside the decode and verify runs (each step, or across steps), in rows of their own."""
+    prompts = [*PROMPTS, LONG, *PROMPTS]
+    expected, _ = og_greedy(DEMO, prompts, 60)
+    cfg = spec_config(DEMO, 8, prefill_chunk=32, **feeding)
+    got = answers(cfg, prompts, together=True, max_tokens=60)
+    assert [text(r) for r in got] == expected
+    assert drafts()[1] > 0
 
 
 def test_drafts_that_miss_change_nothing(drafts: Any) -> None:
