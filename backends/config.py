@@ -32,6 +32,7 @@ class ModelConfig:
     kv_cache_mib: float | None = 1024.0  # batch strategy: KV memory; None: all max_length
     prefix_share_min: int = 32  # batch: shortest prefix copied across sessions; 0: no sharing
     prefix_store_mib: float = 512.0  # batch: host-RAM store of given-up rows' KV; 0: none
+    speculative_tokens: int = 0  # batch: most n-gram draft tokens a row verifies; 0: off
     tool_parser: str = "auto"  # "auto" (from the template), "none", or a parser's name
     reasoning_parser: str = "auto"  # likewise
     adapters: Mapping[str, Path] = field(default_factory=dict)  # LoRA: served name -> file

@@ -100,6 +100,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     b.add_argument("--out", type=Path, help="write budget.json and budget.md here")
 
+    sp = sub.add_parser("spec", help="n-gram speculation on vs off: copying and free answers")
+    sp.add_argument("--temperature", type=float, default=0.0, help="> 0: sampled, seed 1")
+    sp.add_argument("--concurrency", type=_ints, default=[1, 4, 8])
+    sp.add_argument("--rounds", type=int, default=6)
+    sp.add_argument("--requests", type=int, default=8, help="requests per level and round")
+    sp.add_argument("--max-tokens", type=int, default=96)
+    sp.add_argument("--equality", type=int, default=40, help="prompts for the equality check")
+    sp.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        help="NAME:A=1[,B=2] server settings of an arm (default: off, and on with k=8); "
+        "the first is the baseline",
+    )
+    sp.add_argument("--out", type=Path, help="write spec.json and spec.md here")
+
     rp = sub.add_parser("report", help="redo results.md and the plots from a results.json")
     rp.add_argument("folder", type=Path)
 
@@ -111,9 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "profile")
 
     st = sub.add_parser("steps", help="the batch decoder's step time against its row count")
-    st.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
+    st.add_argument(
+        "--shape", default="smollm2-135m", choices=["demo", "smollm2-135m", "qwen2.5-0.5b"]
+    )
     st.add_argument("--rows", type=_ints, default=[1, 2, 4, 8])
     st.add_argument("--threads", type=int, default=2)
+    st.add_argument("--verify", type=int, default=0, help="also batch-1 runs of 1+k, k<=this")
 
     ov = sub.add_parser("overlap", help="decode steps beside a prefill, by thread split")
     ov.add_argument("--threads", type=int, default=2)
@@ -223,6 +242,27 @@ def main(argv: list[str] | None = None) -> int:
         print(table)
         return 0
 
+    if args.cmd == "spec":
+        from bench.spec import run_spec
+
+        arms = {}
+        for arm in args.arm:
+            name, _, settings = arm.partition(":")
+            arms[name] = dict(item.split("=", 1) for item in settings.split(",") if item)
+        print(
+            run_spec(
+                arms or None,
+                {"temperature": args.temperature, "seed": 1} if args.temperature else None,
+                tuple(args.concurrency),
+                args.rounds,
+                args.requests,
+                args.max_tokens,
+                args.equality,
+                args.out,
+            )
+        )
+        return 0
+
     if args.cmd == "embed":
         from bench.embed import EmbedConfig
         from bench.embed import run as run_embed
@@ -278,10 +318,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "steps":
-        from bench.models import ensure_models
+        from bench.models import DEMO, ensure_models
         from bench.steps import steps
 
-        print(steps(ensure_models(args.shape)["int4"], args.rows, args.threads))
+        folder = DEMO if args.shape == "demo" else ensure_models(args.shape)["int4"]
+        print(steps(folder, args.rows, args.threads, verify=args.verify))
         return 0
 
     from bench.loadgen import Client, RequestSpec, run_load

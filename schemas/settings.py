@@ -49,6 +49,10 @@ SamplingDefaultsName = Literal["model", "api"]  # as backends.config.SamplingDef
 STEP_TOKENS_DEFAULT = 0
 # Likewise the overlapped prefill's, backends.config.ModelConfig.prefill_overlap.
 PREFILL_OVERLAP_DEFAULT = True
+# n-gram speculation's draft length bound (docs/speculation.md says how it was chosen); the
+# same default as backends.config.ModelConfig.speculative_tokens.
+SPECULATIVE_TOKENS_DEFAULT = 0
+SPECULATIVE_TOKENS_MAX = 32
 MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
 KV_EVENT_TRANSPORTS = ("tcp://", "ipc://", "inproc://")  # what a ZMQ endpoint may start with
 
@@ -193,6 +197,16 @@ class ModelSettings(BaseSettings):
         "session's KV cache or restored from the prefix store; 0 turns sharing across "
         "sessions (and the store) off.",
         ge=0,
+    )
+    speculative_tokens: int = _setting(
+        SPECULATIVE_TOKENS_DEFAULT,
+        "GENAI_SPECULATIVE_TOKENS",
+        "speculative_tokens",
+        "batch scheduler: n-gram (prompt-lookup) speculation: at most this many tokens a "
+        "sequence drafts from its own prompt and output for the model to verify in one run, "
+        "while few sequences decode; 0 turns it off.",
+        ge=0,
+        le=SPECULATIVE_TOKENS_MAX,
     )
     prefix_store_mib: float = _setting(
         512.0,

@@ -63,6 +63,7 @@ def strategy_factory(
             raise StartupError(paged_refusal(model, name, chosen))
         if name == "batch":
             from backends.engine.batch.decoder import UnsupportedModel
+            from backends.engine.batch.speculation import Speculation
             from backends.engine.batch.strategy import BatchStrategy
             from backends.engine.fallback import WithFallback
 
@@ -79,6 +80,7 @@ def strategy_factory(
                     share_min=config.prefix_share_min,
                     store_stats=store_stats,
                     kv_events=kv_events,
+                    speculation=Speculation(config.speculative_tokens),
                 )
                 # Beam search and adapters, which batch cannot do, go to a generator.
                 return WithFallback(batch, lambda: generator(model))
