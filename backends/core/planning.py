@@ -20,7 +20,7 @@ from backends.config import Limits
 from backends.core.handle import RequestHandle
 from backends.core.request import GenerationRequest
 from backends.engine.batch.guidance import first_line
-from backends.engine.scheduler import WINDOW_BEAMS, Job, Strategy
+from backends.engine.scheduler import WINDOW_BEAMS, Job, Refusal, Strategy
 from backends.errors import ContextLengthExceeded, InvalidRequest
 from backends.models.loader import LoadedModel
 from backends.models.sampling import SamplingDefaults
@@ -191,7 +191,13 @@ def usable_grammar(text: str) -> bool:
 _WHAT = {"adapter": "A LoRA adapter", "num_beams": "Beam search"}
 
 
-def refuse_unsupported(strategy_name: str, param: str | None, request: GenerationRequest) -> None:
+def refuse_unsupported(
+    strategy_name: str, param: str | Refusal | None, request: GenerationRequest
+) -> None:
+    if isinstance(param, Refusal):
+        field, _, sub = param.param.partition(".")
+        name = request.param(field) + (f".{sub}" if sub else "")
+        raise InvalidRequest(f"{name}: {param.why}", param=name)
     if param == WINDOW_BEAMS:
         raise InvalidRequest(
             "Beam search is not supported on this model: onnxruntime-genai's beam search fails "
@@ -220,6 +226,12 @@ def refuse_images(strategy: Strategy, params: GenerationParams, request: Generat
         raise InvalidRequest(
             "Beam search cannot be combined with images.", param=request.param("num_beams")
         )
+    if params.speculative is not None and params.speculative.asks:
+        raise InvalidRequest(
+            "n-gram speculation cannot be combined with images (onnxruntime-genai's n-gram "
+            "runs plain text decoders only).",
+            param=request.param("speculative"),
+        )
 
 
 def check_beams(request: GenerationRequest) -> None:
@@ -236,11 +248,13 @@ def check_beams(request: GenerationRequest) -> None:
         )
     refused = {
         "temperature": not s.greedy,
+        "min_p": s.min_p > 0,
         "guidance": s.guidance is not None,
         "logprobs": s.logprobs or s.top_logprobs > 0,
         "presence_penalty": s.presence_penalty != 0,
         "frequency_penalty": s.frequency_penalty != 0,
         "logit_bias": bool(s.logit_bias),
+        "speculative": s.speculative is not None and s.speculative.asks,
     }
     for field_name, used in refused.items():
         if used:
@@ -326,7 +340,7 @@ def plan_jobs(
             fit=request.fit_max_tokens,
         )
         params = choice_params(request, choice.index % request.n, max_new, adapter)
-        refuse_unsupported(strategy.name, strategy.unsupported(params), request)
+        refuse_unsupported(strategy.name, strategy.unsupported(params, len(prompt)), request)
         if prompt.media is not None:
             refuse_images(strategy, params, request)
         jobs.append(

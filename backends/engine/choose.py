@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import astuple
 
 from backends.config import ModelConfig, SchedulerName
 from backends.engine.kv_events import KVEventSink
@@ -80,7 +81,7 @@ def strategy_factory(
                     share_min=config.prefix_share_min,
                     store_stats=store_stats,
                     kv_events=kv_events,
-                    speculation=Speculation(config.speculative_tokens),
+                    speculation=Speculation(*astuple(config.speculative("batch"))),
                 )
                 # Beam search and adapters, which batch cannot do, go to a generator.
                 return WithFallback(batch, lambda: generator(model))
@@ -105,6 +106,7 @@ def strategy_factory(
             prefill_chunk=config.prefill_chunk,
             cache_size=config.cache_sequences,
             slots=slots,
+            speculative=config.speculative("generator"),
         )
 
     return make

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from backends.engine.scheduler import Job, Strategy
+from backends.engine.scheduler import Job, Refusal, Strategy
 from backends.types import FinishReason, GenerationParams, KVUsage
 
 log = logging.getLogger("genai.scheduler")
@@ -26,10 +26,10 @@ class WithFallback:
         self._fallback: Strategy | None = None
         self._profile: str | None = None
 
-    def unsupported(self, params: GenerationParams) -> str | None:
-        if self.primary.unsupported(params) is None:
+    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
+        if self.primary.unsupported(params, prompt_tokens) is None:
             return None
-        return self.fallback.unsupported(params)
+        return self.fallback.unsupported(params, prompt_tokens)
 
     @property
     def fallback(self) -> Strategy:

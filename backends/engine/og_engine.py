@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.engine.scheduler import WINDOW_BEAMS, Job
+from backends.engine.scheduler import WINDOW_BEAMS, Job, Refusal
 from backends.models.loader import LoadedModel
 from backends.types import FinishReason, GeneratedToken, GenerationParams, KVUsage
 
@@ -65,7 +65,7 @@ class EngineStrategy:
             og.FinishReason.FAILED: "error",
         }
 
-    def unsupported(self, p: GenerationParams) -> str | None:
+    def unsupported(self, p: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
         if p.adapter is not None:
             return "adapter"  # the Engine has no adapter API (0.18)
         if p.num_beams > 1:  # and no other scheduler runs it on a sliding-window model
@@ -80,6 +80,15 @@ class EngineStrategy:
             return "logprobs"
         if p.seed is not None and not self.dynamic:
             return "seed"  # per-turn seeds need an Engine with dynamic batching
+        if p.min_p and not p.greedy:
+            return "min_p"  # no logits API, and no min-p option in the Engine's turns
+        if p.speculative is not None and p.speculative.asks:
+            return Refusal(
+                "speculative",
+                "n-gram speculation is not available on the 'engine' scheduler serving this "
+                "model (onnxruntime-genai's Engine has none; the batch and generator "
+                "schedulers have it).",
+            )
         return None
 
     # ---- Strategy ------------------------------------------------------------------------

@@ -61,6 +61,10 @@ class Job:
     started_at: float | None = None
     generated: int = 0
     cached_tokens: int = 0
+    # n-gram speculation, as the strategy counted it when the sequence ended
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    verify_runs: int = 0
     done: bool = False
     # Beam search: the jobs of the request's other returned beams. Only this job is
     # scheduled; the strategy hands each follower its beam when the search ends.
@@ -99,7 +103,15 @@ class Job:
         if tail.text or tail.ready:
             self.sink(tail)
         queued = (self.started_at or time.perf_counter()) - self.enqueued_at
-        usage = Usage(len(self.prompt_ids), self.generated, self.cached_tokens, self.image_tokens)
+        usage = Usage(
+            len(self.prompt_ids),
+            self.generated,
+            self.cached_tokens,
+            self.image_tokens,
+            self.drafted_tokens,
+            self.accepted_tokens,
+            self.verify_runs,
+        )
         stop = self._text.stop_sequence
         self.sink(FinishEvent(reason, usage, error, queue_time=queued, stop_sequence=stop))
         for follower in self.followers:  # ended with this one (cancelled, timed out, failed)
@@ -112,14 +124,25 @@ class Job:
 WINDOW_BEAMS = "num_beams on a sliding window"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """What ``Strategy.unsupported`` returns for a value it cannot honour that another value
+    of the same field may be (a bound, a combination): the field (its core name, with a
+    sub-field: ``speculative.num_speculative_tokens``) and why."""
+
+    param: str
+    why: str
+
+
 class Strategy(Protocol):
     """How active jobs are advanced. Called only on the owner thread."""
 
     name: str
     max_length: int  # tokens one sequence may hold, prompt included
 
-    def unsupported(self, params: GenerationParams) -> str | None:
-        """The parameter this strategy cannot honour, if any (the request is then refused)."""
+    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
+        """The parameter this strategy cannot honour, if any (the request is then refused);
+        ``prompt_tokens``: the prompt's length where it is known (0: not yet)."""
         ...
 
     def add(self, job: Job) -> None: ...

@@ -1,10 +1,11 @@
 """Prompt-lookup drafting: the tokens that followed the sequence's last n-gram where it last
 stood in its prompt or its output, proposed for the model to verify in one run.
 
-Each sequence keeps a lookup of its n-grams (``PROMPT_LOOKUP_MIN`` to ``PROMPT_LOOKUP_MAX``
-tokens) to the position after their latest occurrence, filled as tokens are fed; the longest
-n-gram that ends the sequence and occurred before proposes what followed it (vLLM's
-``prompt_lookup_min/max``, llama.cpp's ``ngram-simple``).
+Each sequence keeps a lookup of its n-grams (``lo`` to ``hi`` tokens: by default
+``PROMPT_LOOKUP_MIN`` to ``PROMPT_LOOKUP_MAX``) to the position after their latest
+occurrence, filled as tokens are fed; the longest n-gram that ends the sequence and
+occurred before proposes what followed it (vLLM's ``prompt_lookup_min/max``, llama.cpp's
+``ngram-simple``).
 
 How many tokens a row drafts, and whether it drafts at all, is
 :mod:`backends.engine.batch.speculation`'s decision.
@@ -14,8 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-PROMPT_LOOKUP_MIN = 2
-PROMPT_LOOKUP_MAX = 4
+from backends.types import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN
 
 
 class NgramIndex:

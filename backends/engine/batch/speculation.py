@@ -31,6 +31,7 @@ import numpy as np
 
 from backends.engine.batch.ngram import NgramIndex
 from backends.engine.batch.sampler import Choice, choose
+from backends.types import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, GenerationParams, Speculative
 
 log = logging.getLogger("genai.batch")
 
@@ -119,23 +120,29 @@ class Drafter:
 
 @dataclass
 class Speculation:
-    """The engine's speculation settings and its totals."""
+    """The engine's speculation settings (a request may override them: its
+    ``params.speculative``) and its totals."""
 
     tokens: int  # most tokens a row drafts (its k); 0: no speculation
+    lookup_min: int = PROMPT_LOOKUP_MIN
+    lookup_max: int = PROMPT_LOOKUP_MAX
     drafted: int = 0
     accepted: int = 0
     runs: int = 0
 
+    def settings(self, params: GenerationParams) -> Speculative:
+        """A sequence's own: the server's, under the request's override."""
+        server = Speculative(self.tokens, self.lookup_min, self.lookup_max)
+        return params.speculative.over(server) if params.speculative is not None else server
+
     def drafts(self, rows: Sequence[Any], room: Sequence[int]) -> list[tuple[Any, list[int]]]:
         """The rows that draft this step and their drafts. ``rows`` are the sequences with a
-        token to feed (``tokens``, ``next_token``, ``state``), ``room[i]`` how many tokens row
-        ``i`` may draft at most (its budget and the context's end)."""
-        if self.tokens <= 0:
-            return []
+        token to feed (``tokens``, ``next_token``, ``state``, ``job``), ``room[i]`` how many
+        tokens row ``i`` may draft at most (its budget and the context's end)."""
         out = []
         for seq, most in zip(rows, room, strict=True):
             drafter = self.drafter(seq)
-            if most <= 0:
+            if most <= 0 or drafter.length.most <= 0:
                 continue
             k = min(drafter.length.wanted(len(rows)), most)
             if k <= 0:
@@ -150,9 +157,13 @@ class Speculation:
         return out
 
     def drafter(self, seq: Any) -> Drafter:
-        """The sequence's drafter, made on its first look (kept on it: ``seq.drafter``)."""
+        """The sequence's drafter, made on its first look (kept on it: ``seq.drafter``); one
+        that drafts at most 0 tokens for a sequence without speculation."""
         if seq.drafter is None:
-            seq.drafter = Drafter(NgramIndex(), DraftLength(self.tokens))
+            own = self.settings(seq.job.params)
+            assert own.tokens is not None and own.lookup_min and own.lookup_max
+            index = NgramIndex(own.lookup_min, own.lookup_max)
+            seq.drafter = Drafter(index, DraftLength(own.tokens))
         drafter: Drafter = seq.drafter
         return drafter
 
@@ -163,12 +174,15 @@ class Speculation:
         self.runs += 1
 
     def ended(self, seq: Any) -> None:
-        """The sequence ended: log what its drafts gave."""
+        """The sequence ended: count what its drafts gave on its job (its usage), and log it."""
         drafter = seq.drafter
         if drafter is not None and drafter.runs:
+            job = seq.job
+            job.drafted_tokens, job.accepted_tokens = drafter.drafted, drafter.accepted
+            job.verify_runs = drafter.runs
             log.info(
                 "speculation: %s drafted %d tokens, accepted %d, in %d verify runs",
-                seq.job.id,
+                job.id,
                 drafter.drafted,
                 drafter.accepted,
                 drafter.runs,

@@ -226,7 +226,7 @@ class BatchStrategy:
         )
 
     # ---- Strategy ------------------------------------------------------------------------
-    def unsupported(self, params: GenerationParams) -> str | None:
+    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | None:
         if params.adapter is not None:
             return "adapter"  # onnxruntime applies one adapter per run, not per row
         if params.num_beams > 1:

@@ -10,12 +10,14 @@ import pytest
 from backends.engine.batch.ngram import NgramIndex
 from backends.engine.batch.speculation import (
     PROBE_WAIT,
+    Drafter,
     DraftLength,
     Speculation,
     best_draft,
     expected_tokens,
     share,
 )
+from backends.types import GenerationParams, Speculative
 
 pytestmark = pytest.mark.unit
 
@@ -89,11 +91,21 @@ class _State:
 
 
 @dataclass
+class _Job:
+    id: str = "job"
+    params: GenerationParams = field(default_factory=lambda: GenerationParams(max_new_tokens=9))
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    verify_runs: int = 0
+
+
+@dataclass
 class _Seq:
     tokens: list[int]
     next_token: int
     state: _State = field(default_factory=_State)
     drafter: Any = None
+    job: _Job = field(default_factory=_Job)
 
 
 class _Grammar:
@@ -119,7 +131,7 @@ def test_rows_draft_within_their_room_and_only_while_it_pays() -> None:
         spec.drafter(seq).length = DraftLength(4, hits=1.0, judged=2.0)
     assert len(spec.drafts(free[:1], [9])) == 1  # half taken: it pays alone
     assert spec.drafts(free, [9] * 8) == []  # not with eight rows decoding
-    assert Speculation(0).drafts(seqs, [9, 9]) == []  # off
+    assert Speculation(0).drafts([_Seq([1, 2, 3, 1, 2], 3)], [9]) == []  # off
     seqs[0].state.guide = _Grammar()
     seqs[1].drafter.length = DraftLength(4, hits=99.0, judged=100.0)
     [(_, draft), _] = spec.drafts(seqs, [9, 9])
@@ -133,3 +145,36 @@ def test_settling_counts_and_adapts_the_row() -> None:
     spec.settle(seq, 4, 1)
     assert (spec.drafted, spec.accepted, spec.runs) == (4, 1, 1)
     assert seq.drafter.length.acceptance < before
+
+
+def asking(override: Speculative | None) -> _Job:
+    return _Job(params=GenerationParams(max_new_tokens=9, speculative=override))
+
+
+def test_a_request_overrides_the_servers_settings() -> None:
+    off, on = Speculation(0), Speculation(4, 2, 4)
+    seq = _Seq([5, 6, 7, 1, 2, 3, 5, 6, 7], 1, job=asking(Speculative(6, 3, 3)))
+    drafter: Drafter = off.drafter(seq)
+    assert drafter.length.most == 6 and (drafter.index.lo, drafter.index.hi) == (3, 3)
+    assert on.drafter(_Seq([1], 1, job=asking(Speculative(0)))).length.most == 0  # turned off
+    assert on.drafts([_Seq([1, 2, 1], 2, job=asking(Speculative(0)))], [9]) == []
+    asked = off.drafter(_Seq([1], 1, job=asking(Speculative()))).length.most
+    assert asked == 8  # asked for, with no bound, on a server with it off
+    assert on.drafter(_Seq([1], 1, job=asking(Speculative()))).length.most == 4  # the server's
+
+
+def test_a_lookup_bound_given_alone_moves_the_other() -> None:
+    server = Speculative(4, 2, 4)
+    assert Speculative(lookup_max=1).over(server) == Speculative(4, 1, 1)
+    assert Speculative(lookup_min=6).over(server) == Speculative(4, 6, 6)
+    assert Speculative(lookup_min=3).over(server) == Speculative(4, 3, 4)
+    assert Speculative(2, 1, 3).over(server) == Speculative(2, 1, 3)
+
+
+def test_an_ended_sequence_counts_its_drafts_on_its_job() -> None:
+    spec = Speculation(4)
+    seq = _Seq([1, 2, 1], 2)
+    spec.settle(seq, 4, 3)
+    spec.settle(seq, 2, 0)
+    spec.ended(seq)
+    assert (seq.job.drafted_tokens, seq.job.accepted_tokens, seq.job.verify_runs) == (6, 3, 2)
