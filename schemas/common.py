@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
+
+from schemas.settings import PROMPT_LOOKUP_LIMIT, SPECULATIVE_TOKENS_MAX
 
 
 class RequestModel(BaseModel):
@@ -109,6 +111,48 @@ class ChatMessage(RequestModel):
         return [p.image_url.url for p in self.content if isinstance(p, ImagePart)]
 
 
+class SpeculativeOptions(RequestModel):
+    """Extension: this request's n-gram (prompt-lookup) speculation, in the shape of vLLM's
+    ``speculative_config``; what it leaves out is the server's (GENAI_SPECULATIVE_TOKENS,
+    GENAI_PROMPT_LOOKUP_MIN/MAX). The answer is the one the model writes without it."""
+
+    method: Literal["ngram"] = Field(
+        "ngram", description="`ngram`: drafts from the request's own prompt and output."
+    )
+    num_speculative_tokens: int | None = Field(
+        None,
+        ge=0,
+        le=SPECULATIVE_TOKENS_MAX,
+        description="At most this many drafted tokens verified in one run; 0 turns it off.",
+    )
+    prompt_lookup_min: int | None = Field(
+        None, ge=1, le=PROMPT_LOOKUP_LIMIT, description="The shortest n-gram looked up."
+    )
+    prompt_lookup_max: int | None = Field(
+        None, ge=1, le=PROMPT_LOOKUP_LIMIT, description="The longest n-gram, tried first."
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> SpeculativeOptions:
+        lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
+        if lo is not None and hi is not None and lo > hi:
+            raise PydanticCustomError(
+                "lookup_bounds", "prompt_lookup_min must not be more than prompt_lookup_max"
+            )
+        return self
+
+
+MIN_P_DOC = (
+    "Tokens less likely than min_p times the likeliest token are cut (after temperature, before "
+    "top_k and top_p); 0 turns it off."
+)
+SPECULATIVE_DOC = (
+    "Extension: n-gram speculation for this request (vLLM's speculative_config shape): "
+    '{"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": a, '
+    '"prompt_lookup_max": b}; unset fields take the server\'s settings.'
+)
+
+
 class SamplingFields(RequestModel):
     """The sampling surface every generating route accepts."""
 
@@ -116,6 +160,7 @@ class SamplingFields(RequestModel):
     temperature: float = Field(1.0, ge=0.0, le=2.0, description=GREEDY_OR_MODEL)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=0, description="0 disables the top-k cut.")
+    min_p: float = Field(0.0, ge=0.0, le=1.0, description=MIN_P_DOC)
     min_tokens: int = Field(0, ge=0, description="EOS is suppressed until this many tokens.")
     stop: str | list[str] | None = Field(
         None,
@@ -131,6 +176,7 @@ class SamplingFields(RequestModel):
     logit_bias: dict[str, float] | None = Field(
         None, description='Token id (as a string) → bias in [-100, 100], e.g. {"50256": -100}.'
     )
+    speculative: SpeculativeOptions | None = Field(None, description=SPECULATIVE_DOC)
 
     @field_validator("stop")
     @classmethod

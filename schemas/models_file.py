@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from schemas.settings import (
     MAX_KV_CACHE_MIB,
+    PROMPT_LOOKUP_LIMIT,
     SPECULATIVE_TOKENS_MAX,
     Device,
     ModelSettings,
@@ -69,6 +70,8 @@ class ModelEntry(BaseModel):
     prefix_share_min: int | None = Field(None, ge=0)
     prefix_store_mib: float | None = Field(None, ge=0, le=MAX_KV_CACHE_MIB)
     speculative_tokens: int | None = Field(None, ge=0, le=SPECULATIVE_TOKENS_MAX)
+    prompt_lookup_min: int | None = Field(None, ge=1, le=PROMPT_LOOKUP_LIMIT)
+    prompt_lookup_max: int | None = Field(None, ge=1, le=PROMPT_LOOKUP_LIMIT)
     tool_parser: ToolParserName | None = None
     reasoning_parser: ReasoningParserName | None = None
     adapters: dict[str, Path] = Field(
@@ -153,6 +156,8 @@ def model_fields(model: ModelSettings, entry: ModelEntry | None = None) -> dict[
         "prefix_share_min": model.prefix_share_min,
         "prefix_store_mib": model.prefix_store_mib,
         "speculative_tokens": model.speculative_tokens,
+        "prompt_lookup_min": model.prompt_lookup_min,
+        "prompt_lookup_max": model.prompt_lookup_max,
         "tool_parser": model.tool_parser,
         "reasoning_parser": model.reasoning_parser,
         "adapters": {},

@@ -49,10 +49,12 @@ SamplingDefaultsName = Literal["model", "api"]  # as backends.config.SamplingDef
 STEP_TOKENS_DEFAULT = 0
 # Likewise the overlapped prefill's, backends.config.ModelConfig.prefill_overlap.
 PREFILL_OVERLAP_DEFAULT = True
-# n-gram speculation's draft length bound (docs/speculation.md says how it was chosen); the
-# same default as backends.config.ModelConfig.speculative_tokens.
-SPECULATIVE_TOKENS_DEFAULT = 0
+# n-gram speculation's draft length bound (docs/speculation.md says how it was chosen) and
+# its n-gram lengths: backends.config.ModelConfig's, which takes the scheduler's default
+# (SPECULATIVE_TOKENS_BY_SCHEDULER) for an unset bound.
 SPECULATIVE_TOKENS_MAX = 32
+PROMPT_LOOKUP_DEFAULT = (2, 4)  # backends.types.PROMPT_LOOKUP_MIN, PROMPT_LOOKUP_MAX
+PROMPT_LOOKUP_LIMIT = 16  # the longest n-gram looked up (og's n-gram: ngram_size - 1 <= 15)
 MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
 KV_EVENT_TRANSPORTS = ("tcp://", "ipc://", "inproc://")  # what a ZMQ endpoint may start with
 
@@ -198,15 +200,36 @@ class ModelSettings(BaseSettings):
         "sessions (and the store) off.",
         ge=0,
     )
-    speculative_tokens: int = _setting(
-        SPECULATIVE_TOKENS_DEFAULT,
+    speculative_tokens: int | None = _setting(
+        None,
         "GENAI_SPECULATIVE_TOKENS",
         "speculative_tokens",
-        "batch scheduler: n-gram (prompt-lookup) speculation: at most this many tokens a "
-        "sequence drafts from its own prompt and output for the model to verify in one run, "
-        "while few sequences decode; 0 turns it off.",
+        "n-gram (prompt-lookup) speculation: at most this many tokens a sequence drafts from "
+        "its own prompt and output for the model to verify in one run (batch: while few "
+        "sequences decode; generator: onnxruntime-genai's own n-gram, at most 16); 0 turns it "
+        "off; unset: the scheduler's default (docs/speculation.md). A request may override it "
+        "(its `speculative` object).",
         ge=0,
         le=SPECULATIVE_TOKENS_MAX,
+    )
+    prompt_lookup_min: int = _setting(
+        PROMPT_LOOKUP_DEFAULT[0],
+        "GENAI_PROMPT_LOOKUP_MIN",
+        "prompt_lookup_min",
+        "n-gram speculation: the shortest n-gram of the sequence's end looked up in its "
+        "prompt and output (vLLM's prompt_lookup_min).",
+        ge=1,
+        le=PROMPT_LOOKUP_LIMIT,
+    )
+    prompt_lookup_max: int = _setting(
+        PROMPT_LOOKUP_DEFAULT[1],
+        "GENAI_PROMPT_LOOKUP_MAX",
+        "prompt_lookup_max",
+        "n-gram speculation: the longest n-gram looked up, tried first (vLLM's "
+        "prompt_lookup_max; the generator's onnxruntime-genai n-gram matches this length "
+        "only).",
+        ge=1,
+        le=PROMPT_LOOKUP_LIMIT,
     )
     prefix_store_mib: float = _setting(
         512.0,
@@ -230,6 +253,15 @@ class ModelSettings(BaseSettings):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @model_validator(mode="after")
+    def _lookup_bounds(self) -> ModelSettings:
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise ValueError(
+                f"GENAI_PROMPT_LOOKUP_MIN ({self.prompt_lookup_min}) is more than "
+                f"GENAI_PROMPT_LOOKUP_MAX ({self.prompt_lookup_max})"
+            )
+        return self
 
 
 class ServerSettings(BaseSettings):

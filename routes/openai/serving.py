@@ -42,6 +42,7 @@ from schemas.openai import (
     CompletionChoice,
     CompletionLogprobs,
     CompletionRequest,
+    CompletionTokensDetails,
     DeltaFunction,
     DeltaToolCall,
     ModelCard,
@@ -110,6 +111,11 @@ def usage_info(usage: Usage) -> UsageInfo:
         prompt_tokens_details=PromptTokensDetails(
             cached_tokens=count.cached, image_tokens=count.images or None
         ),
+        completion_tokens_details=CompletionTokensDetails(
+            drafted_tokens=count.drafted, accepted_tokens=count.accepted
+        )
+        if count.drafted
+        else None,
     )
 
 

@@ -23,7 +23,14 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from schemas.anthropic.blocks import CacheControl, MessageParam, TextBlockParam, as_blocks
-from schemas.common import GREEDY_OR_MODEL, SEED_MAX, RequestModel
+from schemas.common import (
+    GREEDY_OR_MODEL,
+    MIN_P_DOC,
+    SEED_MAX,
+    SPECULATIVE_DOC,
+    RequestModel,
+    SpeculativeOptions,
+)
 
 MAX_STOP_SEQUENCES = 16
 
@@ -305,6 +312,8 @@ class MessagesRequest(MessagesInput):
     seed: int | None = Field(
         None, ge=0, le=SEED_MAX, description="Extension: same seed, same output."
     )
+    min_p: float | None = Field(None, ge=0.0, le=1.0, description=f"Extension: {MIN_P_DOC}")
+    speculative: SpeculativeOptions | None = Field(None, description=SPECULATIVE_DOC)
     metadata: Metadata | None = None
     stream: bool = False
     service_tier: Literal["auto", "standard_only"] | None = Field(

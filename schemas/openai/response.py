@@ -30,11 +30,28 @@ class PromptTokensDetails(BaseModel):
     )
 
 
+SPECULATION_DETAILS = (
+    "Extension, only when n-gram speculation drafted tokens for the request (all choices)"
+)
+
+
+class CompletionTokensDetails(BaseModel):
+    drafted_tokens: int = Field(
+        description=f"{SPECULATION_DETAILS}: drafted tokens the model verified."
+    )
+    accepted_tokens: int = Field(
+        description=f"{SPECULATION_DETAILS}: the drafted tokens taken (part of completion_tokens)."
+    )
+
+
 class UsageInfo(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails = Field(default_factory=PromptTokensDetails)
+    completion_tokens_details: CompletionTokensDetails | None = Field(
+        None, description=SPECULATION_DETAILS + ".", exclude_if=lambda v: v is None
+    )
 
 
 class TopLogprob(BaseModel):
