@@ -20,6 +20,10 @@ def _ints(s: str) -> list[int]:
     return [int(x) for x in s.split(",") if x]
 
 
+def _names(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -100,19 +104,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     b.add_argument("--out", type=Path, help="write budget.json and budget.md here")
 
-    sp = sub.add_parser("spec", help="n-gram speculation on vs off: copying and free answers")
-    sp.add_argument("--temperature", type=float, default=0.0, help="> 0: sampled, seed 1")
-    sp.add_argument("--concurrency", type=_ints, default=[1, 4, 8])
-    sp.add_argument("--rounds", type=int, default=6)
+    sp = sub.add_parser(
+        "spec", help="n-gram speculation: ours on/off, og's n-gram, llama-server's, per workload"
+    )
+    sp.add_argument("--workloads", type=_names, default=["edit", "diff", "free", "copy"])
+    sp.add_argument("--conditions", type=_names, default=["greedy", "seeded"])
+    sp.add_argument("--concurrency", type=_ints, default=[1, 2, 4])
+    sp.add_argument("--rounds", type=int, default=3)
     sp.add_argument("--requests", type=int, default=8, help="requests per level and round")
-    sp.add_argument("--max-tokens", type=int, default=96)
-    sp.add_argument("--equality", type=int, default=40, help="prompts for the equality check")
+    sp.add_argument("--max-tokens", type=int, default=160)
+    sp.add_argument("--equality", type=int, default=0, help="prompts for the equality check")
+    sp.add_argument(
+        "--llama-server", type=Path, help="a built llama-server: adds its arms (none, n-gram)"
+    )
     sp.add_argument(
         "--arm",
         action="append",
         default=[],
-        help="NAME:A=1[,B=2] server settings of an arm (default: off, and on with k=8); "
-        "the first is the baseline",
+        help="NAME:A=1[,B=2] our server's settings, or NAME:llama:ARGS llama-server's, with "
+        "@1,2 for the levels it runs (default: off, on, og's n-gram at 1, llama-server's "
+        "with --llama-server); the first is the baseline",
+    )
+    sp.add_argument(
+        "--threads", type=int, help="intra-op threads of every server (default: every CPU)"
     )
     sp.add_argument("--out", type=Path, help="write spec.json and spec.md here")
 
@@ -243,22 +257,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "spec":
-        from bench.spec import run_spec
+        from bench.spec import default_arms, parse_arm, run_spec
 
-        arms = {}
-        for arm in args.arm:
-            name, _, settings = arm.partition(":")
-            arms[name] = dict(item.split("=", 1) for item in settings.split(",") if item)
+        arms = [parse_arm(a) for a in args.arm] or default_arms(args.llama_server is not None)
         print(
             run_spec(
-                arms or None,
-                {"temperature": args.temperature, "seed": 1} if args.temperature else None,
+                arms,
+                tuple(args.workloads),
+                tuple(args.conditions),
                 tuple(args.concurrency),
                 args.rounds,
                 args.requests,
                 args.max_tokens,
                 args.equality,
+                args.llama_server,
                 args.out,
+                args.threads,
             )
         )
         return 0

@@ -1,231 +1,402 @@
-"""``python -m bench spec``: n-gram speculation on and off, side by side, on a workload whose
-answers copy from the prompt and on one with nothing to copy.
+"""``python -m bench spec``: n-gram speculation side by side with it off, onnxruntime-genai's
+own n-gram and llama-server's, on the same weights and the same requests.
 
-On the trained demo model (it copies from its context; it cannot rewrite a file):
+Arms (``--arm``, or :func:`default_arms`):
 
-- ``copy``: paths and commands read back ("Repeat exactly: <three paths>", "Echo back:
-  <three commands>");
-- ``free``: a question about made-up words, nothing in the prompt to copy: the overhead.
+- ours, ``GENAI_SCHEDULER=batch``, speculation off and on (``GENAI_SPECULATIVE_TOKENS``);
+- og's n-gram: ``GENAI_SCHEDULER=generator`` with it on (onnxruntime-genai's
+  ``set_speculative_options``, batch size 1) and off, at one request in flight only;
+- llama-server (``--llama-server``: a built binary) on the demo model's own weights as a GGUF
+  (:mod:`bench.onnx_gguf`, Q4_0 as the int4 model), ``--spec-type`` none, ``ngram-simple``,
+  ``ngram-simple`` with ours' lookup (3-token n-grams, 8-token drafts) and ``ngram-mod``, with
+  ``--parallel`` slots for the most requests in flight, fed the very token ids our server
+  renders (``/v1/completions`` with the prompt as ids).
 
-Greedy, or ``--temperature`` with a fixed seed. The demo model is small enough that a token's
-cost is mostly the server's Python, not the model run; ``python -m bench steps --verify 8``
-gives the verify-cost curve of the 135M shape, to project the gain where the model run is
-the cost (docs/speculation.md).
+Workloads (:mod:`bench.spec_workloads`): ``edit``, ``diff``, ``free``, ``copy``; conditions
+greedy and ``seeded`` (temperature 0.7, seed 1, no other cut); levels: requests in flight.
 
-One server per arm (the same model and intra-op threads, ``GENAI_SCHEDULER=batch``), all
-started at once; in each round every arm runs each level (a fixed number of requests in
-flight) once, the arms in a new order, each request a fresh prompt. Reported per workload and
-level: output tokens/s over the level, time per answer (median end-to-end), the server's CPU
-seconds per output token (steadier than wall time on a shared machine), each arm's ratio to
-the first arm (per round, then the median), and the drafted tokens' acceptance rate and
-tokens per verify run (from the server's log). ``equality`` then sends the same greedy
-prompts, one at a time, to the first two arms: the share of identical answers (on int4 a
-multi-token run takes other kernels, so a near-tie can flip).
+Every round runs each (workload, condition, level) for every arm, the arms in a new order,
+each arm the same fresh prompts; answers end where the model ends them (at most
+``--max-tokens``). Reported per arm, as the median over rounds: decode tokens/s per request
+(its tokens after the first ÷ the time after its first), time per answer (end to end), their
+ratios to the first arm (per round, then the median, with the rounds' range), the drafted
+tokens' acceptance and the mean accepted length (1 + accepted ÷ verify runs: tokens per
+verify run), read off each server's /metrics, and the mean copied fraction of the answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import re
 import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import Client, RequestSpec, run_load
+from bench.loadgen import Client, RequestResult, RequestSpec
+from bench.spec_workloads import WORKLOADS, ask, copied_fraction
 
-_ARMS_DEFAULT = {
-    "off": {"GENAI_SPECULATIVE_TOKENS": "0"},
-    "on": {"GENAI_SPECULATIVE_TOKENS": "8"},
+CONDITIONS: dict[str, dict[str, Any]] = {
+    "greedy": {"temperature": 0.0},
+    "seeded": {"temperature": 0.7, "seed": 1, "top_p": 1.0, "top_k": 0},
 }
-_LINE = re.compile(r"drafted (\d+) tokens, accepted (\d+), in (\d+) verify runs")
+# llama-server's own cuts, off (min_p is on by default there).
+LLAMA_SAMPLING = {"min_p": 0.0, "repeat_penalty": 1.0}
+# /metrics series: drafted tokens, accepted tokens, verify runs.
+OURS_COUNTERS = (
+    "genai_speculative_draft_tokens_total",
+    "genai_speculative_accepted_tokens_total",
+    "genai_speculative_verify_runs_total",
+)
+LLAMA_COUNTERS = (
+    "llamacpp:spec_decode_num_draft_tokens_total",
+    "llamacpp:spec_decode_num_accepted_tokens_total",
+    "llamacpp:spec_decode_num_drafts_total",
+)
 
 
-WORKLOADS = ("copy", "free")
+@dataclass
+class Arm:
+    """One server: ours with ``env`` (server settings), or llama-server with ``args``;
+    ``levels``: the requests in flight it runs (None: every level)."""
+
+    name: str
+    env: dict[str, str] = field(default_factory=dict)
+    llama_args: list[str] | None = None
+    levels: tuple[int, ...] | None = None
+
+    def runs(self, level: int) -> bool:
+        return self.levels is None or level in self.levels
 
 
-def ask(workload: str, seed: int) -> str:
-    """A fresh request of ``workload``."""
-    from bench.prompts import words
-    from scripts.agent_corpus import CorpusRandom, command, path
+def default_arms(llama: bool) -> list[Arm]:
+    generator = {"GENAI_SCHEDULER": "generator"}
+    arms = [
+        Arm("off", {"GENAI_SPECULATIVE_TOKENS": "0"}),
+        Arm("on", {"GENAI_SPECULATIVE_TOKENS": "8"}),
+        Arm("og off", generator | {"GENAI_SPECULATIVE_TOKENS": "0"}, levels=(1,)),
+        Arm("og n-gram", generator | {"GENAI_SPECULATIVE_TOKENS": "8"}, levels=(1,)),
+    ]
+    if llama:
+        arms += [
+            Arm("llama none", llama_args=[]),
+            Arm("llama ngram-simple", llama_args=["--spec-type", "ngram-simple"]),
+            Arm(
+                "llama ngram-simple n3 m8",
+                llama_args=["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3"]
+                + ["--spec-ngram-simple-size-m", "8"],
+            ),
+            Arm("llama ngram-mod", llama_args=["--spec-type", "ngram-mod"]),
+        ]
+    return arms
 
-    rng = CorpusRandom(seed, made_up=0.3, depth=7, prefixed=False)
-    if workload == "free":
-        return f"#{seed} Tell me about {words(12, seed)}."
-    if seed % 2:
-        return "Repeat exactly: " + " ".join(path(rng) for _ in range(3))
-    return "Echo back: " + " && ".join(command(rng) for _ in range(3))
+
+def parse_arm(text: str) -> Arm:
+    """``NAME:A=1,B=2`` (ours, server settings), ``NAME:llama:ARGS`` (llama-server's args),
+    either with ``@1,2`` at the end for the levels it runs."""
+    text, _, at = text.partition("@")
+    name, _, rest = text.partition(":")
+    levels = tuple(int(x) for x in at.split(",")) if at else None
+    if rest.startswith("llama"):
+        return Arm(name, llama_args=rest.removeprefix("llama").strip(":").split(), levels=levels)
+    env = dict(item.split("=", 1) for item in rest.split(",") if item)
+    return Arm(name, env, levels=levels)
 
 
-def counts(log: str) -> tuple[int, int, int]:
-    """Tokens drafted, accepted and verify runs in a server log's speculation lines."""
-    found = [tuple(int(g) for g in m.groups()) for m in _LINE.finditer(log)]
-    return (sum(f[0] for f in found), sum(f[1] for f in found), sum(f[2] for f in found))
+def counters(text: str, names: tuple[str, ...]) -> tuple[int, int, int]:
+    """Drafted tokens, accepted tokens and verify runs in a /metrics text (summed over
+    labels; 0 where a series is absent)."""
+    found = []
+    for name in names:
+        pattern = re.compile(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? ([0-9.e+-]+)$", re.M)
+        found.append(int(sum(float(v) for v in pattern.findall(text))))
+    return found[0], found[1], found[2]
+
+
+def decode_rate(r: RequestResult) -> float | None:
+    """A request's decode tokens/s as its server timed it (its tokens after the first ÷ the
+    time after its first: ours' ``metrics.tokens_per_second``, llama-server's
+    ``timings.predicted_per_second``): a client reads a fast server's stream in bursts."""
+    rate = (r.server or {}).get("tokens_per_second")
+    if r.output_tokens < 2 or not rate or rate != rate:
+        return None
+    return float(rate)
 
 
 def run_spec(
-    arms: dict[str, dict[str, str]] | None = None,
-    sampling: dict[str, Any] | None = None,
-    concurrency: tuple[int, ...] = (1, 4, 8),
-    rounds: int = 6,
+    arms: list[Arm],
+    workloads: tuple[str, ...] = WORKLOADS,
+    conditions: tuple[str, ...] = tuple(CONDITIONS),
+    levels: tuple[int, ...] = (1, 2, 4),
+    rounds: int = 3,
     requests: int = 8,
-    max_tokens: int = 96,
-    equality: int = 40,
+    max_tokens: int = 160,
+    equality: int = 0,
+    llama_server: Path | None = None,
     out: Path | None = None,
+    threads: int | None = None,
 ) -> str:
     from bench.models import DEMO
-    from bench.server import ServerProcess, cpu_seconds, start_all
+    from bench.server import ServerProcess, start_all
 
-    arms = arms or _ARMS_DEFAULT
-    env = {"GENAI_MODEL_DIR": str(DEMO), "GENAI_SCHEDULER": "batch"}
-    servers = [ServerProcess(name, env | more, log_level="info") for name, more in arms.items()]
-    healthy = start_all(servers)
-    rng, seed, workloads = random.Random(0), 70_000, WORKLOADS
-    samples: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    servers: dict[str, Any] = {}
+    for arm in arms:
+        if arm.llama_args is None:
+            env = {"GENAI_MODEL_DIR": str(DEMO), "GENAI_SCHEDULER": "batch"} | arm.env
+            if threads:
+                env["GENAI_INTRA_OP_THREADS"] = str(threads)
+            servers[arm.name] = ServerProcess(arm.name, env, log_level="info")
+        else:
+            servers[arm.name] = _llama(arm, llama_server, max(levels), threads)
+    started = start_all(list(servers.values()))
+    samples: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+    same = ""
     try:
-        if len(healthy) != len(servers):
-            raise RuntimeError("; ".join(f"{s.name}: {s.error}" for s in servers if s.error))
-        clients = {
-            (s.name, w): Client(s.url, protocol="openai", extra=dict(sampling or {}))
-            for s in servers
-            for w in workloads
-        }
-        for client in clients.values():
-            asyncio.run(_probe(client))
+        if len(started) != len(servers):
+            failed = [f"{n}: {s.error}" for n, s in servers.items() if s not in started]
+            raise RuntimeError("; ".join(failed))
+        render = next(s.url for n, s in servers.items() if _arm(arms, n).llama_args is None)
+        rng, seed = random.Random(0), 70_000
+        for condition in conditions:  # warm every server up
+            for arm in arms:
+                asyncio.run(
+                    _level(
+                        servers[arm.name], arm, condition, [ask("copy", 1)], render, 1, max_tokens
+                    )
+                )
         for _ in range(rounds):
             for workload in workloads:
-                for level in concurrency:
-                    order = list(servers)
-                    rng.shuffle(order)
-                    for server in order:
-                        specs = []
-                        for _ in range(max(requests, level)):
-                            seed += 1
-                            msgs = [{"role": "user", "content": ask(workload, seed)}]
-                            specs.append(RequestSpec(msgs, max_tokens))
-                        assert server.proc is not None
-                        before, cpu = counts(server.output()), cpu_seconds(server.proc.pid)
-                        summary = asyncio.run(
-                            run_load(
-                                clients[server.name, workload],
-                                specs,
-                                concurrency=level,
-                                desc=f"{server.name} {workload} c{level}",
+                for condition in conditions:
+                    for level in levels:
+                        asks = [ask(workload, seed + i) for i in range(max(requests, level))]
+                        seed += len(asks)
+                        order = [a for a in arms if a.runs(level)]
+                        rng.shuffle(order)
+                        for arm in order:
+                            got = asyncio.run(
+                                _level(
+                                    servers[arm.name],
+                                    arm,
+                                    condition,
+                                    asks,
+                                    render,
+                                    level,
+                                    max_tokens,
+                                )
                             )
-                        )
-                        after = counts(server.output())
-                        summary["server_cpu"] = cpu_seconds(server.proc.pid) - cpu
-                        summary["speculation"] = [a - b for a, b in zip(after, before, strict=True)]
-                        samples.setdefault((server.name, workload, level), []).append(summary)
-        names = list(arms)[:2]
-        same = _equality(clients, names, workloads, equality) if equality > 0 else None
+                            samples.setdefault((arm.name, workload, condition, level), []).append(
+                                got
+                            )
+        if equality:
+            same = _equality(servers, arms, equality, max_tokens, render)
     finally:
-        for s in servers:
-            s.stop()
+        for server in servers.values():
+            server.stop()
+    table = render_table(samples, [a.name for a in arms], workloads, conditions, levels)
+    if same:
+        table += f"\nidentical answers: {same}\n"
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        raw = {f"{k[0]} {k[1]} c{k[2]}": v for k, v in samples.items()}
+        raw = {" ".join(map(str, k)): v for k, v in samples.items()}
         (out / "spec.json").write_text(json.dumps(raw, indent=1))
-    table = render_table(samples, list(arms), workloads, concurrency)
-    if same is not None:
-        table += f"\nidentical answers, {' vs '.join(names)}: {same}\n"
-    if out is not None:
         (out / "spec.md").write_text(table)
     return table
 
 
-async def _probe(client: Client) -> None:
+def _arm(arms: list[Arm], name: str) -> Arm:
+    return next(a for a in arms if a.name == name)
+
+
+def _llama(arm: Arm, binary: Path | None, slots: int, threads: int | None) -> Any:
+    from bench.llama_server import LlamaServer
+    from bench.models import DEMO
+
+    if binary is None:
+        raise RuntimeError(f"arm {arm.name!r} needs --llama-server PATH (a built llama-server)")
+    return LlamaServer(
+        arm.name,
+        {},
+        binary=binary,
+        gguf=demo_gguf(DEMO, binary.parent / "llama-quantize"),
+        threads=threads or len(os.sched_getaffinity(0)),
+        parallel=slots,
+        extra_args=[*(arm.llama_args or []), "--metrics"],
+    )
+
+
+def demo_gguf(folder: Path, quantize: Path) -> Path:
+    """The demo model's weights as a Q4_0 GGUF, made once under bench/.cache/."""
+    from bench.llama_server import quantize_q4_0
+    from bench.models import CACHE
+    from bench.onnx_gguf import write_gguf
+
+    q4 = CACHE / "gguf" / f"{folder.name}-q4_0.gguf"
+    if not q4.exists():
+        q4.parent.mkdir(parents=True, exist_ok=True)
+        f32 = write_gguf(folder, q4.with_name(f"{folder.name}-f32.gguf"))
+        quantize_q4_0(quantize, f32, q4, 1)
+    return q4
+
+
+async def _level(
+    server: Any,
+    arm: Arm,
+    condition: str,
+    asks: list[list[dict[str, str]]],
+    render: str,
+    level: int,
+    max_tokens: int,
+) -> dict[str, Any]:
+    """Send ``asks`` with ``level`` in flight; what they gave."""
     import httpx
 
-    async with httpx.AsyncClient(timeout=60) as http:
-        await client.probe(http)
-    client.min_tokens = False  # answers end where the model ends them
+    from bench.server import cpu_seconds
+
+    llama = arm.llama_args is not None
+    sampling = CONDITIONS[condition] | (LLAMA_SAMPLING if llama else {})
+    client = Client(server.url, protocol="completions" if llama else "openai", extra=sampling)
+    names = LLAMA_COUNTERS if llama else OURS_COUNTERS
+    async with httpx.AsyncClient(timeout=600) as http:
+        specs = []
+        for messages in asks:
+            ids = None
+            if llama:  # exactly the token ids our server feeds its model
+                r = await http.post(
+                    render + "/v1/chat/completions/render", json={"messages": messages}
+                )
+                ids = r.json()["token_ids"]
+            specs.append(RequestSpec(messages, max_tokens, prompt_ids=ids))
+        before = counters((await http.get(server.url + "/metrics")).text, names)
+        load, cpu = os.getloadavg()[0], cpu_seconds(server.proc.pid)
+        queue = list(specs)
+        results: list[tuple[RequestSpec, RequestResult]] = []
+
+        async def worker() -> None:
+            while queue:
+                spec = queue.pop(0)
+                results.append((spec, await client.request(http, spec, stream=True)))
+
+        await asyncio.gather(*(worker() for _ in range(level)))
+        after = counters((await http.get(server.url + "/metrics")).text, names)
+        cpu = cpu_seconds(server.proc.pid) - cpu
+    ok = [(s, r) for s, r in results if r.ok]
+    if len(ok) < len(results):
+        errors = {r.error for _, r in results if not r.ok}
+        raise RuntimeError(f"{arm.name}: {len(results) - len(ok)} requests failed: {errors}")
+    return {
+        "decode": [d for _, r in ok if (d := decode_rate(r)) is not None],
+        "e2e": [r.e2e for _, r in ok],
+        "tokens": [r.output_tokens for _, r in ok],
+        "copied": [copied_fraction(_text(s.messages), r.text) for s, r in ok],
+        "speculation": [a - b for a, b in zip(after, before, strict=True)],
+        "cpu_per_token": cpu / max(1, sum(r.output_tokens for _, r in ok)),
+        "load": load,
+    }  # fmt: skip
+
+
+def _text(messages: list[dict[str, str]]) -> str:
+    return "\n".join(m["content"] for m in messages)
 
 
 def _equality(
-    clients: dict[tuple[str, str], Client], names: list[str], workloads: tuple[str, ...], n: int
+    servers: dict[str, Any], arms: list[Arm], n: int, max_tokens: int, render: str
 ) -> str:
-    """Answers to the same ``n`` prompts (the workloads in turn), one at a time, greedy and
-    then seeded (temperature 0.7, seed 1)."""
-    import httpx
-
-    async def answers(client: Client, extra: dict[str, Any]) -> list[str]:
-        again = Client(client.url, protocol="openai", model=client.model, extra=extra)
-        out = []
-        async with httpx.AsyncClient(timeout=600) as http:
-            for i in range(n):
-                msgs = [{"role": "user", "content": ask(workloads[i % len(workloads)], 90_000 + i)}]
-                res = await again.request(http, RequestSpec(msgs, 96), stream=False)
-                out.append(res.text)
-        return out
-
+    """The greedy and seeded answers of the first two arms to the same ``n`` prompts (every
+    workload in turn), one at a time."""
+    first, second = arms[0], arms[1]
     found = []
-    for label, extra in (("greedy", {}), ("seeded", {"temperature": 0.7, "seed": 1})):
-        a, b = (asyncio.run(answers(clients[name, workloads[0]], extra)) for name in names)
-        found.append(f"{label} {sum(x == y for x, y in zip(a, b, strict=True))} of {n}")
+    for condition in CONDITIONS:
+        asks = [ask(WORKLOADS[i % len(WORKLOADS)], 90_000 + i) for i in range(n)]
+        texts = []
+        for arm in (first, second):
+            got = asyncio.run(_answers(servers[arm.name], arm, condition, asks, render, max_tokens))
+            texts.append(got)
+        same = sum(a == b for a, b in zip(*texts, strict=True))
+        found.append(f"{condition} {same} of {n} ({first.name} vs {second.name})")
     return ", ".join(found)
 
 
+async def _answers(
+    server: Any, arm: Arm, condition: str, asks: list[Any], render: str, max_tokens: int
+) -> list[str]:
+    import httpx
+
+    client = Client(server.url, protocol="openai", extra=CONDITIONS[condition])
+    async with httpx.AsyncClient(timeout=600) as http:
+        return [
+            (await client.request(http, RequestSpec(m, max_tokens), stream=False)).text
+            for m in asks
+        ]
+
+
 def render_table(
-    samples: dict[tuple[str, str, int], list[dict[str, Any]]],
+    samples: dict[tuple[str, str, str, int], list[dict[str, Any]]],
     names: list[str],
     workloads: tuple[str, ...],
+    conditions: tuple[str, ...],
     levels: tuple[int, ...],
 ) -> str:
-    """Medians over rounds; ratios against the first arm, per round then the median."""
+    """Medians over rounds; ratios against the first arm, per round, then the median and the
+    range."""
     lines = [
-        "| workload | in flight | arm | tokens/s | ÷ first | time per answer | ÷ first | "
-        "server CPU ms per token | ÷ first | accepted / drafted | tokens per verify run | "
-        "model-bound × |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| workload | sampling | in flight | arm | decode tok/s per request | ÷ first (range) | "
+        "time per answer | ÷ first (range) | server CPU ms per token | ÷ first (range) | "
+        "accepted / drafted | mean accepted length | copied fraction | tokens per answer |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-
-    def cpu(r: dict[str, Any]) -> float:
-        return float(r["server_cpu"]) / max(1, r["output_tokens"]["total"])
-
     for workload in workloads:
-        for level in levels:
-            base = samples.get((names[0], workload, level), [])
-            for name in names:
-                runs = samples.get((name, workload, level), [])
-                if not runs:
-                    continue
-                pairs = list(zip(runs, base, strict=False))
-                tps = [r["output_token_throughput"] for r in runs]
-                tps_x = [
-                    a["output_token_throughput"] / b["output_token_throughput"] for a, b in pairs
-                ]
-                e2e = [r["e2e"]["p50"] for r in runs]
-                e2e_x = [a["e2e"]["p50"] / b["e2e"]["p50"] for a, b in pairs]
-                cpu_x = [cpu(a) / cpu(b) for a, b in pairs]
-                drafted, accepted, runs_ = (
-                    sum(r["speculation"][i] for r in runs) for i in range(3)
-                )
-                rate = f"{accepted / drafted:.2f} ({accepted}/{drafted})" if drafted else "—"
-                per = f"{1 + accepted / runs_:.2f}" if runs_ else "—"
-                bound = _model_bound(runs, drafted, accepted, runs_) if level == 1 else "—"
-                med = statistics.median
-                lines.append(
-                    f"| {workload} | {level} | {name} | {med(tps):.0f} | {med(tps_x):.2f} | "
-                    f"{med(e2e) * 1e3:.0f} ms | {med(e2e_x):.2f} | "
-                    f"{med(cpu(r) for r in runs) * 1e3:.2f} | {med(cpu_x):.2f} | {rate} | {per} | "
-                    f"{bound} |"
-                )
-    lines.append(
-        "\nmodel-bound ×: one in flight, the decode speed-up where the model run is a token's "
-        "whole cost: decoded tokens ÷ (plain steps + verify runs × c(mean k)), c(k) = 1 + "
-        "k × VERIFY_COST (backends/engine/batch/speculation.py, measured on the 135M shape)."
-    )
+        for condition in conditions:
+            for level in levels:
+                base = samples.get((names[0], workload, condition, level), [])
+                for name in names:
+                    runs = samples.get((name, workload, condition, level), [])
+                    if runs:
+                        cells = " | ".join(_row(runs, base))
+                        lines.append(f"| {workload} | {condition} | {level} | {name} | {cells} |")
+    loads = [r["load"] for runs in samples.values() for r in runs]
+    if loads:
+        lines.append(f"\nload average (1 min) while it ran: {min(loads):.1f} to {max(loads):.1f}")
     return "\n".join(lines) + "\n"
 
 
-def _model_bound(runs: list[dict[str, Any]], drafted: int, accepted: int, verifies: int) -> str:
-    from backends.engine.batch.speculation import VERIFY_COST
+def _row(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> list[str]:
+    """One arm's cells at one level: its rounds (``runs``) against the first arm's."""
+    med = statistics.median
+    pairs = list(zip(runs, base, strict=False))
 
-    decoded = sum(r["output_tokens"]["total"] - r["ok"] for r in runs)  # first: the prefill's
-    if not verifies or decoded <= 0:
-        return "1.00"
-    plain = decoded - accepted - verifies
-    cost = plain + verifies * (1 + VERIFY_COST * drafted / verifies)
-    return f"{decoded / cost:.2f}"
+    def measure(key: str) -> tuple[float, list[float]]:
+        own = [med(r[key]) if isinstance(r[key], list) else r[key] for r in runs if r[key]]
+        ratios = [
+            (med(a[key]) / med(b[key])) if isinstance(a[key], list) else a[key] / b[key]
+            for a, b in pairs
+            if a[key] and b[key]
+        ]
+        return (med(own) if own else float("nan")), ratios
+
+    rate, rate_x = measure("decode")
+    e2e, e2e_x = measure("e2e")
+    cpu, cpu_x = measure("cpu_per_token")
+    drafted, accepted, verify = (sum(r["speculation"][i] for r in runs) for i in range(3))
+    copied = statistics.mean(c for r in runs for c in r["copied"])
+    tokens = statistics.mean(t for r in runs for t in r["tokens"])
+    return [
+        f"{rate:.0f}",
+        _ratio(rate_x),
+        f"{e2e * 1e3:.0f} ms",
+        _ratio(e2e_x),
+        f"{cpu * 1e3:.2f}",
+        _ratio(cpu_x),
+        f"{accepted / drafted:.2f} ({accepted}/{drafted})" if drafted else "—",
+        f"{1 + accepted / verify:.2f}" if verify else "—",
+        f"{copied:.2f}",
+        f"{tokens:.0f}",
+    ]
+
+
+def _ratio(values: list[float]) -> str:
+    if not values:
+        return "—"
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
