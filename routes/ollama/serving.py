@@ -45,6 +45,8 @@ _PARAMS = {
     "max_tokens": "options.num_predict",
     "guidance": "format",
     "top_k": "options.top_k",
+    "min_p": "options.min_p",
+    "speculative": "options.speculative",
 }
 
 

@@ -109,10 +109,8 @@ def test_a_speculative_override_out_of_bounds_is_a_400_naming_it(
 ) -> None:
     body, nest, _ = DOORS[path]
     body = {**body, nest: {"speculative": asked}} if nest else {**body, "speculative": asked}
-    resp = TestClient(
-        create_app(
-            Settings.load(model_dir=DEMO_MODEL_DIR), FakeModels(FakeHandle([said("Hi"), end()]))
-        )
-    ).post(path, json=body)
+    models: Any = FakeModels(FakeHandle([said("Hi"), end()]))
+    app = create_app(Settings.load(model_dir=DEMO_MODEL_DIR), models)
+    resp = TestClient(app).post(path, json=body)
     assert resp.status_code == 400, resp.text
     assert field in resp.text and "speculative" in resp.text

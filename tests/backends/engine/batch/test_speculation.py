@@ -322,3 +322,37 @@ def test_group_query_attention_verifies_several_tokens_over_a_past_only_at_batch
         assert session.run(["logits"], feeds(rows, new, past=10))[0].shape[:2] == (rows, new)
     with pytest.raises(Exception, match="batch_size must be 1 when sequence_length > 1"):
         session.run(["logits"], feeds(2, 5, past=10))
+
+
+def test_a_request_overrides_the_servers_setting(drafts: Any) -> None:
+    """A request turns speculation on where the server has it off (with its own bound and
+    n-gram lengths), or off where the server has it on; each answer's usage counts its own
+    drafts, as the engine's log line does."""
+    from backends.types import Speculative
+
+    asked = answers(
+        spec_config(DEMO, 0), PROMPTS, True, max_tokens=60, speculative=Speculative(5, 3, 3)
+    )
+    plain = answers(spec_config(DEMO, 8), PROMPTS, True, max_tokens=60, speculative=Speculative(0))
+    assert [ids(r) for r in asked] == [ids(r) for r in plain]
+    usage = [(r.usage.drafted_tokens, r.usage.accepted_tokens) for r in asked]
+    assert (sum(d for d, _ in usage), sum(a for _, a in usage)) == drafts()
+    assert all(r.usage.verify_runs == 0 for r in plain)
+    both_paths(*drafts())
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["alone", "together"])
+def test_min_p_is_the_same_on_and_off(together: bool, drafts: Any) -> None:
+    kw: dict[str, Any] = {"max_tokens": 60, "temperature": 1.2, "min_p": 0.2, "top_p": 0.95}
+    on, off, loose = [], [], []
+    for seed in range(3):
+        got = on_and_off(DEMO, PROMPTS, together, seed=seed, **kw)
+        on += [ids(r) for r in got[0]]
+        off += [ids(r) for r in got[1]]
+        unchecked = answers(
+            spec_config(DEMO, 0), PROMPTS, together, seed=seed, **(kw | {"min_p": 0.0})
+        )
+        loose += [ids(r) for r in unchecked]
+    assert on == off
+    assert on != loose  # the cut changed some draws
+    both_paths(*drafts())
