@@ -128,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument(
         "--threads", type=int, help="intra-op threads of every server (default: every CPU)"
     )
+    sp.add_argument(
+        "--together",
+        action="store_true",
+        help="run the arms of a level at the same time (same outside load), not in turn",
+    )
     sp.add_argument("--out", type=Path, help="write spec.json and spec.md here")
 
     rp = sub.add_parser("report", help="redo results.md and the plots from a results.json")
@@ -273,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.llama_server,
                 args.out,
                 args.threads,
+                args.together,
             )
         )
         return 0

@@ -15,8 +15,10 @@ Arms (``--arm``, or :func:`default_arms`):
 Workloads (:mod:`bench.spec_workloads`): ``edit``, ``diff``, ``free``, ``copy``; conditions
 greedy and ``seeded`` (temperature 0.7, seed 1, no other cut); levels: requests in flight.
 
-Every round runs each (workload, condition, level) for every arm, the arms in a new order,
-each arm the same fresh prompts; answers end where the model ends them (at most
+Every round runs each (workload, condition, level) for every arm, the arms in a new order
+(or, with ``--together``, all at once: on a machine shared with other jobs they then see the
+same load from outside, which one after the other they do not), each arm the same fresh
+prompts; answers end where the model ends them (at most
 ``--max-tokens``). Reported per arm, as the median over rounds: decode tokens/s per request
 (its tokens after the first ÷ the time after its first), time per answer (end to end), their
 ratios to the first arm (per round, then the median, with the rounds' range), the drafted
@@ -27,6 +29,7 @@ verify run), read off each server's /metrics, and the mean copied fraction of th
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -138,6 +141,7 @@ def run_spec(
     llama_server: Path | None = None,
     out: Path | None = None,
     threads: int | None = None,
+    together: bool = False,
 ) -> str:
     from bench.models import DEMO
     from bench.server import ServerProcess, start_all
@@ -162,34 +166,27 @@ def run_spec(
         rng, seed = random.Random(0), 70_000
         for condition in conditions:  # warm every server up
             for arm in arms:
-                asyncio.run(
-                    _level(
-                        servers[arm.name], arm, condition, [ask("copy", 1)], render, 1, max_tokens
-                    )
-                )
+                warm = _level(servers[arm.name], arm, condition, [ask("copy", 1)], render, 1, 8)
+                asyncio.run(warm)
+
+        async def level_of(arms_now: list[Arm], condition: str, asks: Any, level: int) -> Any:
+            runs = [
+                _level(servers[a.name], a, condition, asks, render, level, max_tokens)
+                for a in arms_now
+            ]
+            if together:  # every arm at once: they see the same load from outside
+                return await asyncio.gather(*runs)
+            return [await run for run in runs]
+
         for _ in range(rounds):
-            for workload in workloads:
-                for condition in conditions:
-                    for level in levels:
-                        asks = [ask(workload, seed + i) for i in range(max(requests, level))]
-                        seed += len(asks)
-                        order = [a for a in arms if a.runs(level)]
-                        rng.shuffle(order)
-                        for arm in order:
-                            got = asyncio.run(
-                                _level(
-                                    servers[arm.name],
-                                    arm,
-                                    condition,
-                                    asks,
-                                    render,
-                                    level,
-                                    max_tokens,
-                                )
-                            )
-                            samples.setdefault((arm.name, workload, condition, level), []).append(
-                                got
-                            )
+            for workload, condition, level in itertools.product(workloads, conditions, levels):
+                asks = [ask(workload, seed + i) for i in range(max(requests, level))]
+                seed += len(asks)
+                order = [a for a in arms if a.runs(level)]
+                rng.shuffle(order)
+                found = asyncio.run(level_of(order, condition, asks, level))
+                for arm, got in zip(order, found, strict=True):
+                    samples.setdefault((arm.name, workload, condition, level), []).append(got)
         if equality:
             same = _equality(servers, arms, equality, max_tokens, render)
     finally:
