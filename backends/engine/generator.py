@@ -400,25 +400,10 @@ class GeneratorStrategy:
     def _token_text(self, token: int) -> str:
         return str(self.model.tokenizer.decode(np.asarray([token], dtype=np.int32)))
 
-    def _count_speculation(self, seq: _Seq) -> None:
-        """What og's n-gram did for this sequence: its counters since it started, on its job."""
-        assert seq.speculating is not None
-        drafted, accepted, runs = og_ngram.counted(seq.speculating, seq.gen.get_speculative_stats())
-        job = seq.job
-        job.drafted_tokens, job.accepted_tokens, job.verify_runs = drafted, accepted, runs
-        if runs:
-            log.info(
-                "speculation: %s drafted %d tokens, accepted %d, in %d verify runs (og)",
-                job.id,
-                drafted,
-                accepted,
-                runs,
-            )
-
     def _finish(self, seq: _Seq, reason: FinishReason, error: str | None = None) -> None:
         self._active.remove(seq)
-        if seq.speculating is not None:
-            self._count_speculation(seq)
+        if seq.speculating is not None:  # what og's n-gram did for it, on its job
+            og_ngram.count(seq.job, seq.speculating, seq.gen.get_speculative_stats())
         seq.job.finish(reason, error)
         if seq.key is not None and reason in ("stop", "length") and seq.kv_len > 0:
             held = Held(seq.key, seq.tokens[: seq.kv_len], seq.capacity, seq.gen, seq.min_length)

@@ -18,11 +18,14 @@ so a sequence that needs them does not speculate.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from backends.engine.scheduler import Refusal
 from backends.types import GenerationParams, Speculative
+
+log = logging.getLogger("genai.generator")
 
 # Its longest draft and longest n-gram (ngram_size - 1, ngram_size at most 16).
 MAX_DRAFT, MAX_LOOKUP = 16, 15
@@ -122,3 +125,18 @@ def counted(before: Mapping[str, float], now: Mapping[str, float]) -> tuple[int,
     """Tokens drafted, accepted and verify runs between two snapshots of og's counters."""
     drafted, accepted, runs = (int(now[k] - before.get(k, 0)) for k in COUNTS)
     return drafted, accepted, runs
+
+
+def count(job: Any, before: Mapping[str, float], now: Mapping[str, float]) -> None:
+    """Set what og's n-gram did for a sequence since ``before`` on its ``job`` (its usage),
+    and log it as the batch engine logs its own."""
+    drafted, accepted, runs = counted(before, now)
+    job.drafted_tokens, job.accepted_tokens, job.verify_runs = drafted, accepted, runs
+    if runs:
+        log.info(
+            "speculation: %s drafted %d tokens, accepted %d, in %d verify runs (og)",
+            job.id,
+            drafted,
+            accepted,
+            runs,
+        )
