@@ -9,10 +9,59 @@ from pydantic_core import PydanticCustomError
 
 
 class RequestModel(BaseModel):
-    """A request body: unknown fields are refused, and values are taken as the types they
-    are (no ``true`` for a number, no ``"5"`` for an integer, no ``0`` for a boolean)."""
+    """A request body: unknown fields are refused, values are taken as the types they are
+    (no ``true`` for a number, no ``"5"`` for an integer, no ``0`` for a boolean), and every
+    string in it, however deep, is Unicode text (no lone surrogate: a ``"\\ud800"`` escape
+    without its pair cannot be encoded, stored or sent back)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @field_validator("*")
+    @classmethod
+    def _unicode_text(cls, value: Any) -> Any:
+        problem = not_unicode(value)
+        if problem is not None:
+            raise PydanticCustomError("not_unicode", "{problem}", {"problem": problem})
+        return value
+
+
+def not_unicode(value: Any) -> str | None:
+    """What is wrong with the first lone surrogate in ``value``'s strings (mapping keys
+    included; nested request models are checked on their own), or None."""
+    found = _lone_surrogate(value)
+    if found is None:
+        return None
+    text, at, where = found
+    return (
+        f"holds a lone surrogate (U+{ord(text[at]):04X}) at character {at}"
+        f"{' in ' + where if where else ''}: it is not Unicode text (half of a pair, alone) "
+        "and cannot be encoded"
+    )
+
+
+def _lone_surrogate(value: Any, where: str = "") -> tuple[str, int, str] | None:
+    """(the string, the index, its place) of the first lone surrogate in ``value``, or None."""
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return value, exc.start, where
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            label = str(key).encode("utf-8", "backslashreplace").decode()
+            found = _lone_surrogate(key, f"a key of {where}" if where else "a key")
+            found = found or _lone_surrogate(item, f"{where}.{label}" if where else label)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _lone_surrogate(item, f"{where}.{i}" if where else str(i))
+            if found is not None:
+                return found
+    return None
 
 
 SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int (backends.types.SEED_MAX)

@@ -24,7 +24,15 @@ from backends.engine.scheduler import WINDOW_BEAMS, Job, Strategy
 from backends.errors import ContextLengthExceeded, InvalidRequest
 from backends.models.loader import LoadedModel
 from backends.models.sampling import SamplingDefaults
-from backends.types import SEED_MAX, GenerationParams, GuidanceKind, PreparedPrompt
+from backends.text import check_text
+from backends.types import (
+    SEED_MAX,
+    ChatPrompt,
+    GenerationParams,
+    GuidanceKind,
+    PreparedPrompt,
+    TextPrompt,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,24 @@ def plan_max_new_tokens(
             param=tokens_param,
         )
     return requested
+
+
+def check_prompt_text(request: GenerationRequest) -> None:
+    """Refuse text the model's tokenizer cannot read (:mod:`backends.text`), naming the field:
+    a prompt's text, a chat's messages, tools and template variables, the stop strings. Every
+    door's text enters the core here, before anything is rendered or tokenized."""
+    param = request.param("prompt")
+    for prompt in request.prompts:
+        if isinstance(prompt, TextPrompt):
+            check_text(prompt.text, param, nul=True)
+            continue
+        assert isinstance(prompt, ChatPrompt)
+        for message in prompt.messages:
+            role = str(message.get("role") or "a")
+            check_text(message, param, nul=True, within=f"a {role} message's")
+        check_text(prompt.tools, request.param("tools"), nul=True, within="tool")
+        check_text(prompt.template_args, request.param("chat_template_kwargs"), nul=True)
+    check_text(list(request.stop), request.param("stop"), nul=True, within="stop string")
 
 
 def check_prompt_size(

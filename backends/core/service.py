@@ -34,6 +34,7 @@ from backends.core.planning import (
     check_beams,
     check_guidance,
     check_prompt_size,
+    check_prompt_text,
     output_format,
     plan_jobs,
     with_model_defaults,
@@ -202,6 +203,7 @@ class InferenceService(ModelService):
         self._check_model(request.model)
         if not request.prompts or request.n < 1:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
+        check_prompt_text(request)
         request = self._own_transcripts(request)
         self._admit(request.choice_count)
         model, strategy = self._loaded()
@@ -275,6 +277,7 @@ class InferenceService(ModelService):
         loaded, strategy = self._loaded()
         check_modalities(model or self.model_name, loaded.modalities, prompt)
         request = apply_tools(GenerationRequest(prompt), self._chat_format)
+        check_prompt_text(request)
         check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
         param = request.param("prompt")
         [prepared] = request.prompts

@@ -19,6 +19,7 @@ from backends.errors import InvalidRequest
 from backends.models.loader import usable_cpus
 from backends.speech.audio import InvalidAudio
 from backends.speech.text import ByteText
+from backends.text import check_text
 
 
 def is_speech_folder(path: Path) -> bool:
@@ -100,6 +101,7 @@ class WhisperModel:
         """The previous-text tokens Whisper is conditioned on; too long a prompt is refused."""
         if not prompt or not prompt.strip():
             return []
+        check_text(prompt, "prompt", nul=True)
         ids = [int(t) for t in self.tokenizer.encode(" " + prompt.strip())]
         room = self.context_length // 2 - 1
         if len(ids) > room:

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backends.errors import GenAIError
 from routes.http.cancellation import ClientDisconnected
+from schemas.common import not_unicode
 from schemas.errors import error_body
 
 log = logging.getLogger("genai.errors")
@@ -50,6 +51,8 @@ def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     loc = [str(p) for p in err.get("loc", ()) if p != "body"]
     param = ".".join(loc) or None
     msg = str(err.get("msg", "Invalid request"))
+    if err.get("type") == "string_unicode":  # pydantic's own check, where a field has bounds
+        msg = not_unicode(err.get("input")) or msg
     return (f"{param}: {msg}" if param else msg), param
 
 
