@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from schemas.anthropic import MessagesRequest
+from schemas.embeddings import EmbeddingRequest, RerankRequest, ScoreRequest
 from schemas.errors import error_body
 from schemas.ollama import ChatRequest as OllamaChat
 from schemas.ollama import EmbedRequest
@@ -64,6 +65,9 @@ CASES = [
         "U+D800",
     ),
     (EmbedRequest, {"model": "m", "input": ["ok", "\\ud800"]}, "input", "in 1"),
+    (EmbeddingRequest, {"input": ["ok", "\\ud800"]}, "input", "in 1"),
+    (RerankRequest, {"query": "\\ud800", "documents": ["a"]}, "query", "U+D800"),
+    (ScoreRequest, {"text_1": "a", "text_2": ["\\ud800"]}, "text_2", "in 0"),
 ]
 
 
