@@ -194,12 +194,18 @@ def _grammar_problem(kind: GuidanceKind, text: str, tokenizer: Any = None) -> st
 
 
 def _forced_start_problem(llguidance: Any, tokenizer: Any, grammar: str) -> str:
-    """What goes wrong when the grammar's forced first tokens are fed ("" if nothing)."""
+    """What goes wrong when the grammar's forced first tokens are fed, then the first free
+    token's mask is computed ("" if nothing): a grammar no text can satisfy (a schema that is
+    only a reference to itself, ``{"$ref": "#"}``) allows no token there."""
     matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
     if not matcher.is_error():
         forced = matcher.compute_ff_tokens()
         if forced:
             matcher.consume_tokens(forced)
+    if not matcher.is_error():
+        matcher.compute_logit_bias()
+        if matcher.is_error():
+            return "no output can match it (it allows no first token)"
     return str(matcher.get_error()) if matcher.is_error() else ""
 
 
