@@ -219,6 +219,37 @@ def test_a_form_field_sent_twice_is_refused(client: TestClient, field: str) -> N
     served_next(client)
 
 
+def test_a_finished_transcription_frees_its_audio_at_once(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No reference cycle holds a finished job's audio (the upload and its decoded windows):
+    it used to wait for the cyclic garbage collector, tens of MB a request (issue 37)."""
+    import gc
+    import time
+    import weakref
+
+    from backends.speech import service
+
+    kept: list[weakref.ref[Any]] = []
+
+    def prepare(data: bytes, **kwargs: Any) -> Any:
+        audio = real(data, **kwargs)
+        kept.append(weakref.ref(audio))
+        return audio
+
+    real = service.prepare  # type: ignore[attr-defined]
+    monkeypatch.setattr(service, "prepare", prepare)
+    gc.disable()
+    try:
+        served_next(client)
+        deadline = time.monotonic() + 2  # the owner thread lets go just after answering
+        while kept and kept[0]() is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert kept and kept[0]() is None
+    finally:
+        gc.enable()
+
+
 def test_over_length_audio_is_refused(client: TestClient) -> None:
     err = assert_error(transcribe(client, wav_bytes(110.0, rate=2000)), 400, "file")
     assert "100" in err["message"]
