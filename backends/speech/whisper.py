@@ -56,7 +56,10 @@ class WhisperModel:
         config = og.Config(str(path))
         # As for the chat models: every usable CPU unless told (og's default acts as one).
         threads = intra_op_threads or usable_cpus()
-        overlay = {"session_options": {"intra_op_num_threads": threads}}
+        # No CPU arena: onnxruntime's would keep what the longest decoding needed (issue 37).
+        overlay = {
+            "session_options": {"intra_op_num_threads": threads, "enable_cpu_mem_arena": False}
+        }
         config.overlay(json.dumps({"model": {"encoder": overlay, "decoder": overlay}}))
         self.model = og.Model(config)
         self.processor = self.model.create_multimodal_processor()
