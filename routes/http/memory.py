@@ -6,7 +6,9 @@ glibc keeps what they free for reuse, in every thread's arena: after a 15 MiB bo
 :class:`TrimWhenIdle` (pure ASGI) counts the requests in flight; a moment after the last one
 ends, it calls glibc's ``malloc_trim(0)`` off the event loop, which hands the free pages of
 every arena back. Under steady load nothing is trimmed (the memory is in use again at once).
-Without glibc (musl, macOS) it does nothing.
+:func:`limit_arenas` caps glibc's arenas at two (unless ``MALLOC_ARENA_MAX`` says otherwise):
+with one per thread (sixteen here: owner threads, onnxruntime's pools, executor threads) what
+each kept in pieces added up. Without glibc (musl, macOS) both do nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import logging
+import os
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -24,17 +27,36 @@ log = logging.getLogger("genai.memory")
 IDLE_SECONDS = 1.0
 
 
-def malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or None where the C library has none."""
+ARENAS = 2
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def _libc(function: str) -> Any:
+    """A function of the C library, or None where it has none."""
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else None
     except OSError:
         return None
-    trim = getattr(libc, "malloc_trim", None)
+    return getattr(libc, function, None)
+
+
+def malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None where the C library has none."""
+    trim = _libc("malloc_trim")
     if trim is not None:
         trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     return trim
+
+
+def limit_arenas(count: int = ARENAS) -> bool:
+    """At most ``count`` malloc arenas for the threads started from now on; whether it was
+    set. An operator's ``MALLOC_ARENA_MAX`` (read by glibc at start) is left as it is."""
+    mallopt = _libc("mallopt")
+    if mallopt is None or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_ARENA_MAX, count))
 
 
 class TrimWhenIdle:

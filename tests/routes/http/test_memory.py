@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from routes.http.memory import TrimWhenIdle, malloc_trim
+from routes.http.memory import TrimWhenIdle, limit_arenas, malloc_trim
 
 pytestmark = pytest.mark.unit
 
@@ -48,3 +48,10 @@ def test_trim_runs_once_after_the_last_request_and_not_while_one_runs() -> None:
         return [*seen, *calls]
 
     assert asyncio.run(main()) == [0, 0, 1, 0]
+
+
+def test_arenas_are_capped_unless_the_operator_set_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_arenas() is False  # glibc read the operator's value at start
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    assert limit_arenas() is True
