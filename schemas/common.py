@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 
@@ -16,49 +16,59 @@ class RequestModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    @field_validator("*")
+    @model_validator(mode="before")
     @classmethod
-    def _unicode_text(cls, value: Any) -> Any:
-        problem = not_unicode(value)
-        if problem is not None:
-            raise PydanticCustomError("not_unicode", "{problem}", {"problem": problem})
-        return value
+    def _unicode_text(cls, data: Any) -> Any:
+        """Before any field is validated (another error could quote the string, and pydantic
+        cannot render a message that holds a lone surrogate); ``field`` in the error's
+        context is where it sits."""
+        found = _lone_surrogate(data)
+        if found is not None:
+            text, at, where, key = found
+            raise PydanticCustomError(
+                "not_unicode",
+                "holds a lone surrogate ({char}) at character {at}{in_key}: it is not Unicode "
+                "text (half of a pair, alone) and cannot be encoded",
+                {
+                    "field": ".".join(where),
+                    "char": f"U+{ord(text[at]):04X}",
+                    "at": at,
+                    "in_key": " in a key" if key else "",
+                },
+            )
+        return data
 
 
-def not_unicode(value: Any) -> str | None:
-    """What is wrong with the first lone surrogate in ``value``'s strings (mapping keys
-    included; nested request models are checked on their own), or None."""
-    found = _lone_surrogate(value)
-    if found is None:
-        return None
-    text, at, where = found
-    return (
-        f"holds a lone surrogate (U+{ord(text[at]):04X}) at character {at}"
-        f"{' in ' + where if where else ''}: it is not Unicode text (half of a pair, alone) "
-        "and cannot be encoded"
-    )
+def shown(value: Any) -> str:
+    """A client's value as an error message may quote it: a lone surrogate as its escape
+    (pydantic renders the message as UTF-8, and one would fail the whole answer)."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _lone_surrogate(value: Any, where: str = "") -> tuple[str, int, str] | None:
-    """(the string, the index, its place) of the first lone surrogate in ``value``, or None."""
+def _lone_surrogate(
+    value: Any, where: tuple[str, ...] = ()
+) -> tuple[str, int, tuple[str, ...], bool] | None:
+    """(the string, the index, its place, whether it is a key) of the first lone surrogate in
+    ``value`` (strings, mapping keys and values, lists, nested), or None."""
     if isinstance(value, str):
         if value.isascii():
             return None
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            return value, exc.start, where
+            return value, exc.start, where, False
         return None
     if isinstance(value, dict):
         for key, item in value.items():
-            label = str(key).encode("utf-8", "backslashreplace").decode()
-            found = _lone_surrogate(key, f"a key of {where}" if where else "a key")
-            found = found or _lone_surrogate(item, f"{where}.{label}" if where else label)
+            found = _lone_surrogate(key, where)
+            if found is not None:
+                return (*found[:3], True)
+            found = _lone_surrogate(item, (*where, shown(key)))
             if found is not None:
                 return found
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            found = _lone_surrogate(item, f"{where}.{i}" if where else str(i))
+            found = _lone_surrogate(item, (*where, str(i)))
             if found is not None:
                 return found
     return None
@@ -104,7 +114,7 @@ def _content_part(value: Any) -> Any:
         raise PydanticCustomError(
             "unsupported_part",
             "content part type '{type}' is not supported: parts are text or image_url",
-            {"type": value.get("type")},
+            {"type": shown(value.get("type"))},
         )
     if isinstance(value, dict) and isinstance(value.get("image_url"), str):
         value = {**value, "image_url": {"url": value["image_url"]}}  # the short form
@@ -204,7 +214,7 @@ class SamplingFields(RequestModel):
                 raise PydanticCustomError(
                     "bad_token_id",
                     "keys must be token ids (non-negative integers), got '{key}'",
-                    {"key": key},
+                    {"key": shown(key)},
                 )
             if not -100.0 <= bias <= 100.0:
                 raise PydanticCustomError(

@@ -15,7 +15,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backends.errors import GenAIError
 from routes.http.cancellation import ClientDisconnected
-from schemas.common import not_unicode
 from schemas.errors import error_body
 
 log = logging.getLogger("genai.errors")
@@ -49,10 +48,11 @@ def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     if err.get("type") == "json_invalid":
         return "The request body is not valid JSON.", None
     loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+    ctx = err.get("ctx")
+    if err.get("type") == "not_unicode" and isinstance(ctx, dict):  # the place is inside
+        loc += [p for p in str(ctx.get("field", "")).split(".") if p]
     param = ".".join(loc) or None
     msg = str(err.get("msg", "Invalid request"))
-    if err.get("type") == "string_unicode":  # pydantic's own check, where a field has bounds
-        msg = not_unicode(err.get("input")) or msg
     return (f"{param}: {msg}" if param else msg), param
 
 

@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from schemas.anthropic.blocks import CacheControl, MessageParam, TextBlockParam, as_blocks
-from schemas.common import GREEDY_OR_MODEL, SEED_MAX, RequestModel
+from schemas.common import GREEDY_OR_MODEL, SEED_MAX, RequestModel, shown
 
 MAX_STOP_SEQUENCES = 16
 
@@ -47,7 +47,7 @@ def _custom_tool(value: Any) -> Any:
             "unsupported_tool",
             "tool type '{type}' is not supported: give custom tools "
             "(name, description, input_schema), which the client runs",
-            {"type": kind},
+            {"type": shown(kind)},
         )
     return value
 
@@ -166,7 +166,7 @@ class ContextEdit(RequestModel):
                 "unsupported_edit",
                 "context edit '{type}' is not supported: only clear_thinking edits are "
                 "accepted (earlier thinking is never shown to the model)",
-                {"type": value},
+                {"type": shown(value)},
             )
         return value
 
