@@ -27,6 +27,7 @@ from routes.embeddings import router as embeddings
 from routes.http.auth import install_auth_and_cors
 from routes.http.body_limit import BodyLimitMiddleware
 from routes.http.errors import install_error_handlers
+from routes.http.memory import TrimWhenIdle, limit_arenas
 from routes.http.request_ids import RequestIdMiddleware
 from routes.http.sse import document_event_schemas
 from routes.native import generate
@@ -153,5 +154,7 @@ def create_app(
     )
     anthropic.install(app)  # its routes, and its error shape around auth and the body limits
     ollama.install(app, web_ui=settings.server.web_ui)  # the same, for /api/*
-    app.add_middleware(RequestIdMiddleware)  # outermost: 401s and CORS answers get an id too
+    app.add_middleware(RequestIdMiddleware)  # 401s and CORS answers get an id too
+    app.add_middleware(TrimWhenIdle)  # outermost: it sees every request end, refused ones too
+    limit_arenas()  # before the models' threads start (their loading is the lifespan's)
     return app

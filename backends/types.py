@@ -249,12 +249,13 @@ class ImageInput:
 
 @dataclass(frozen=True)
 class ImageSource:
-    """An image part as a door found it, not yet loaded: inline bytes, or a URL to fetch
-    (``data:`` URLs are inline bytes by the time they get here)."""
+    """An image part as a door found it, not yet loaded: inline bytes, base64 text, or a URL
+    (a ``data:`` URL's bytes are read by the door's loader, a remote one fetched)."""
 
     param: str
     data: bytes | None = field(default=None, repr=False)
     url: str | None = None
+    b64: str | None = field(default=None, repr=False)  # base64 bytes as sent (Ollama's images)
 
 
 @dataclass(frozen=True)

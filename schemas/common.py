@@ -11,10 +11,69 @@ from schemas.settings import PROMPT_LOOKUP_LIMIT, SPECULATIVE_TOKENS_MAX
 
 
 class RequestModel(BaseModel):
-    """A request body: unknown fields are refused, and values are taken as the types they
-    are (no ``true`` for a number, no ``"5"`` for an integer, no ``0`` for a boolean)."""
+    """A request body: unknown fields are refused, values are taken as the types they are
+    (no ``true`` for a number, no ``"5"`` for an integer, no ``0`` for a boolean), and every
+    string in it, however deep, is Unicode text (no lone surrogate: a ``"\\ud800"`` escape
+    without its pair cannot be encoded, stored or sent back)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode_text(cls, data: Any) -> Any:
+        """Before any field is validated (another error could quote the string, and pydantic
+        cannot render a message that holds a lone surrogate); ``field`` in the error's
+        context is where it sits."""
+        found = _lone_surrogate(data)
+        if found is not None:
+            text, at, where, key = found
+            raise PydanticCustomError(
+                "not_unicode",
+                "holds a lone surrogate ({char}) at character {at}{in_key}: it is not Unicode "
+                "text (half of a pair, alone) and cannot be encoded",
+                {
+                    "field": ".".join(where),
+                    "char": f"U+{ord(text[at]):04X}",
+                    "at": at,
+                    "in_key": " in a key" if key else "",
+                },
+            )
+        return data
+
+
+def shown(value: Any) -> str:
+    """A client's value as an error message may quote it: a lone surrogate as its escape
+    (pydantic renders the message as UTF-8, and one would fail the whole answer)."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _lone_surrogate(
+    value: Any, where: tuple[str, ...] = ()
+) -> tuple[str, int, tuple[str, ...], bool] | None:
+    """(the string, the index, its place, whether it is a key) of the first lone surrogate in
+    ``value`` (strings, mapping keys and values, lists, nested), or None."""
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return value, exc.start, where, False
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _lone_surrogate(key, where)
+            if found is not None:
+                return (*found[:3], True)
+            found = _lone_surrogate(item, (*where, shown(key)))
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _lone_surrogate(item, (*where, str(i)))
+            if found is not None:
+                return found
+    return None
 
 
 SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int (backends.types.SEED_MAX)
@@ -57,7 +116,7 @@ def _content_part(value: Any) -> Any:
         raise PydanticCustomError(
             "unsupported_part",
             "content part type '{type}' is not supported: parts are text or image_url",
-            {"type": value.get("type")},
+            {"type": shown(value.get("type"))},
         )
     if isinstance(value, dict) and isinstance(value.get("image_url"), str):
         value = {**value, "image_url": {"url": value["image_url"]}}  # the short form
@@ -201,7 +260,7 @@ class SamplingFields(RequestModel):
                 raise PydanticCustomError(
                     "bad_token_id",
                     "keys must be token ids (non-negative integers), got '{key}'",
-                    {"key": key},
+                    {"key": shown(key)},
                 )
             if not -100.0 <= bias <= 100.0:
                 raise PydanticCustomError(

@@ -34,6 +34,7 @@ from backends.core.planning import (
     check_beams,
     check_guidance,
     check_prompt_size,
+    check_prompt_text,
     output_format,
     plan_jobs,
     with_model_defaults,
@@ -209,6 +210,7 @@ class InferenceService(ModelService):
         self._check_model(request.model)
         if not request.prompts or request.n < 1:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
+        check_prompt_text(request)
         request = self._own_transcripts(request)
         self._admit(request.choice_count)
         model, strategy = self._loaded()
@@ -288,6 +290,7 @@ class InferenceService(ModelService):
         request = self._own_transcripts(request)
         loaded, strategy = self._loaded()
         self.check_media(request)
+        check_prompt_text(request)
         request = apply_tools(request, self._chat_format)
         check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
         param = request.param("prompt")

@@ -30,6 +30,7 @@ from schemas.common import (
     SPECULATIVE_DOC,
     RequestModel,
     SpeculativeOptions,
+    shown,
 )
 
 MAX_STOP_SEQUENCES = 16
@@ -54,7 +55,7 @@ def _custom_tool(value: Any) -> Any:
             "unsupported_tool",
             "tool type '{type}' is not supported: give custom tools "
             "(name, description, input_schema), which the client runs",
-            {"type": kind},
+            {"type": shown(kind)},
         )
     return value
 
@@ -173,7 +174,7 @@ class ContextEdit(RequestModel):
                 "unsupported_edit",
                 "context edit '{type}' is not supported: only clear_thinking edits are "
                 "accepted (earlier thinking is never shown to the model)",
-                {"type": value},
+                {"type": shown(value)},
             )
         return value
 

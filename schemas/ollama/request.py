@@ -195,11 +195,6 @@ IMAGES_DOC = (
 )
 
 
-def image_url(data: str) -> str:
-    """An Ollama image (base64, no prefix) as the data: URL the shared media loader reads."""
-    return data if data.startswith("data:") else f"data:;base64,{data}"
-
-
 class GenerateFields(RequestModel):
     model: str = Field(..., min_length=1, description="A served model name (/api/tags).")
     format: Literal["", "json"] | dict[str, Any] | None = Field(

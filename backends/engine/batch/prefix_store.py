@@ -92,12 +92,14 @@ class PrefixStore:
         positions ``[lo, hi)``. Returns how many blocks were added."""
         fit = self.capacity_bytes // self.block_bytes
         keys = block_keys(tokens, self.block_tokens)[:fit]  # a chain never evicts its own root
+        self._touch([key for key in keys if key in self._blocks])  # the chain's go last
         added, parent = 0, ROOT
         for i, key in enumerate(keys):
             if key not in self._blocks:
                 lo = i * self.block_tokens
                 kv = read(lo, lo + self.block_tokens)
                 held = tuple(tokens[lo : lo + self.block_tokens])
+                self._evict(kv.nbytes)  # room first: the bound holds at every step
                 self._blocks[key] = _Block(parent, held, kv)
                 self.stats.bytes += kv.nbytes
                 added += 1
@@ -105,7 +107,6 @@ class PrefixStore:
                     self.listener.stored(key, parent, held)
             parent = key
         self._touch(keys)
-        self._evict()
         self.stats.blocks = len(self._blocks)
         return added
 
@@ -134,8 +135,9 @@ class PrefixStore:
         for key in reversed(keys):  # the root ends up most recent: tails are evicted first
             self._blocks.move_to_end(key)
 
-    def _evict(self) -> None:
-        while self.stats.bytes > self.capacity_bytes and self._blocks:
+    def _evict(self, room: int) -> None:
+        """Least recent first, until ``room`` more bytes fit the bound."""
+        while self.stats.bytes + room > self.capacity_bytes and self._blocks:
             key, block = self._blocks.popitem(last=False)
             self.stats.bytes -= block.kv.nbytes
             self.stats.evictions += 1
