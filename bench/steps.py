@@ -3,7 +3,12 @@ running: ``python -m bench steps``. What the scheduler can gain at most from bat
 
 With several model folders (build variants of the same weights) their steps alternate, run
 for run, so drift on a shared machine hits all of them; the process's CPU time per step is
-given beside the wall time (steadier when other work competes for the cores)."""
+given beside the wall time (steadier when other work competes for the cores).
+
+With ``--verify K``, also the time of a batch-1 run of ``1 + k`` tokens over the same history
+for k = 0..K, as a multiple of a one-token step: the cost of verifying k drafted tokens
+(n-gram speculation, docs/speculation.md), from which its speed-up on a model can be
+projected."""
 
 from __future__ import annotations
 
@@ -27,37 +32,63 @@ def _decoder(folder: Path, threads: int, slots: int, history: int) -> Any:
     options = session_options(ort, model, threads)
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     spec = read_spec(model, {i.name: i.type for i in session.get_inputs()})
-    decoder, kv = Decoder(spec, session, ort), KVCache(spec, slots, history + 8, ort)
+    capacity = model.kv_capacity(history)  # a sliding window: at least it
+    decoder, kv = Decoder(spec, session, ort), KVCache(spec, slots, capacity, ort)
     ones = np.ones((1, history), dtype=np.int64)
     for row in range(slots):  # every row holds a prefilled history
         decoder.run(ones, ones, np.arange(history)[None], kv, (row, row + 1))
     return decoder, kv
 
 
+def _timed(decoder: Any, kv: Any, rows: int, fed: int, history: int) -> tuple[float, float]:
+    """Wall and CPU seconds of one run feeding ``fed`` tokens to each of ``rows`` rows."""
+    used, started = time.process_time(), time.perf_counter()
+    decoder.run(
+        np.ones((rows, fed), dtype=np.int64),
+        np.ones((rows, history + fed), dtype=np.int64),
+        np.tile(np.arange(history, history + fed), (rows, 1)),
+        kv,
+        (0, rows),
+    )
+    return time.perf_counter() - started, time.process_time() - used
+
+
 def steps(
-    folders: list[Path], rows: list[int], threads: int, history: int = 200, runs: int = 40
+    folders: list[Path],
+    rows: list[int],
+    threads: int,
+    history: int = 200,
+    runs: int = 40,
+    verify: int = 0,
 ) -> str:
-    decoders = {folder: _decoder(folder, threads, max(rows), history) for folder in folders}
+    # The KV rows hold the history, one step and the longest verify run's tokens.
+    decoders = {f: _decoder(f, threads, max(rows), history + verify + 8) for f in folders}
     lines = [f"{threads} threads, {history} tokens of history per row; median wall (CPU) per step"]
     for n in rows:
         wall: dict[Path, list[float]] = {f: [] for f in folders}
         cpu: dict[Path, list[float]] = {f: [] for f in folders}
         for _ in range(runs):
             for folder, (decoder, kv) in decoders.items():
-                used, started = time.process_time(), time.perf_counter()
-                decoder.run(
-                    np.ones((n, 1), dtype=np.int64),
-                    np.ones((n, history + 1), dtype=np.int64),
-                    np.full((n, 1), history),
-                    kv,
-                    (0, n),
-                )
-                wall[folder].append(time.perf_counter() - started)
-                cpu[folder].append(time.process_time() - used)
+                took, used = _timed(decoder, kv, n, 1, history)
+                wall[folder].append(took)
+                cpu[folder].append(used)
         for folder in folders:
             step, used = statistics.median(wall[folder]), statistics.median(cpu[folder])
             lines.append(
                 f"{folder.name}: {n} rows: {step * 1000:.1f} ms ({used * 1000:.1f} ms CPU) per "
                 f"step, {n / step:.0f} tokens/s"
             )
+    # Every length of every folder once per round, in turn: a busy machine's drift hits
+    # them alike.
+    lengths = range(verify + 1) if verify else range(0)
+    costs: dict[tuple[Path, int], list[float]] = {(f, k): [] for f in folders for k in lengths}
+    for _ in range(runs):
+        for (folder, k), times in costs.items():
+            decoder, kv = decoders[folder]
+            times.append(_timed(decoder, kv, 1, 1 + k, history)[0])
+    for (folder, k), times in costs.items():
+        cost, one = statistics.median(times), statistics.median(costs[(folder, 0)])
+        lines.append(
+            f"{folder.name}: verify 1+{k}: {cost * 1000:.2f} ms, T(1+k)/T(1) = {cost / one:.2f}"
+        )
     return "\n".join(lines)

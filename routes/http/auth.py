@@ -2,9 +2,12 @@
 
 Auth is an ASGI middleware rather than a route dependency so that it also covers routes mounted
 later by others (``/metrics``) and cannot be forgotten on a new router. Open without a key:
-``/healthz``, ``/readyz`` (probes) and the API description (``/docs``, ``/redoc``,
-``/openapi.json``: it holds no data, and Swagger's "Authorize" button needs it), and the web
-playground's own files (routes/web.py: the page asks for the key and sends it on its API calls).
+``/healthz`` (and its aliases ``/health``, ``/v1/health``), ``/readyz`` (probes) and the API
+description (``/docs``, ``/redoc``, ``/openapi.json``: it holds no data, and Swagger's
+"Authorize" button needs it), and the web playground's own files (routes/web.py: the page asks
+for the key and sends it on its API calls). ``/metrics`` and the render routes are open only
+when ``GENAI_METRICS_OPEN`` / ``GENAI_RENDER_OPEN`` say so (the gateway's endpoint picker sends
+no key).
 
 A request let in carries its key's owner (:func:`request_owner`: a hash of the key, never the
 key), so that what a key stores (Responses) is that key's alone.
@@ -26,9 +29,14 @@ from routes.web import page_paths
 from schemas.errors import error_body
 from schemas.settings import ServerSettings, split_csv
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc"})
+OPEN_PATHS = frozenset(
+    {"/healthz", "/health", "/v1/health", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc"}
+)
 OPENAPI_PATH = "/openapi.json"
 OWNER = "key_owner"  # where ApiKeyMiddleware leaves a request's owner, in its state
+# Opened by settings, for the inference gateway's endpoint picker, which sends no key.
+METRICS_PATH = "/metrics"
+RENDER_PATHS = frozenset({"/v1/chat/completions/render", "/v1/completions/render"})
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -90,7 +98,7 @@ class ApiKeyMiddleware:
         await response(scope, receive, send)
 
 
-def _document_bearer_auth(app: FastAPI) -> Callable[[], dict[str, Any]]:
+def _document_bearer_auth(app: FastAPI, open_paths: frozenset[str]) -> Callable[[], dict[str, Any]]:
     original = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -110,7 +118,7 @@ def _document_bearer_auth(app: FastAPI) -> Callable[[], dict[str, Any]]:
             },
         }
         for path, operations in schema.get("paths", {}).items():
-            if path in OPEN_PATHS:
+            if path in open_paths:
                 continue
             for operation in operations.values():
                 operation["security"] = [{"apiKey": []}]
@@ -121,14 +129,20 @@ def _document_bearer_auth(app: FastAPI) -> Callable[[], dict[str, Any]]:
     return openapi
 
 
+def picker_paths(settings: ServerSettings) -> frozenset[str]:
+    """What GENAI_METRICS_OPEN and GENAI_RENDER_OPEN open."""
+    metrics = {METRICS_PATH} if settings.metrics_open else set()
+    return frozenset(metrics | (RENDER_PATHS if settings.render_open else set()))
+
+
 def install_auth_and_cors(app: FastAPI, settings: ServerSettings) -> None:
     keys = settings.api_keys
     if keys:
         # The playground's own files (listed from its folder) are open; its API calls are not.
         page = page_paths() if settings.web_ui else frozenset()
-        open_paths = OPEN_PATHS | {OPENAPI_PATH} | page
+        open_paths = OPEN_PATHS | {OPENAPI_PATH} | page | picker_paths(settings)
         app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=open_paths)
-        app.openapi = _document_bearer_auth(app)  # type: ignore[method-assign]
+        app.openapi = _document_bearer_auth(app, open_paths)  # type: ignore[method-assign]
     origins = split_csv(settings.cors_origins)
     if origins:
         # Added last, so outermost: preflight requests are answered before auth runs.

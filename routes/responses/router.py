@@ -32,6 +32,7 @@ from schemas.responses import (
     ResponsesRequest,
     ResponsesResponse,
 )
+from schemas.responses.request import Includable
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
@@ -116,12 +117,20 @@ async def list_input_items(
     order: Literal["asc", "desc"] = "desc",
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     after: Annotated[str | None, Query(description="An item id: the page starts after it.")] = None,
+    before: Annotated[
+        str | None, Query(description="An item id: the page ends before it (the page before).")
+    ] = None,
     include: Annotated[
-        list[str] | None, Query(description="Accepted; nothing more to include.")
+        list[Includable] | None,
+        Query(description="Accepted: input items are listed whole (their image URLs included)."),
+    ] = None,
+    include_brackets: Annotated[
+        list[Includable] | None,
+        Query(alias="include[]", description="`include`, as the openai SDK spells it."),
     ] = None,
 ) -> JSONResponse:
     found = await state.stored(store, response_id, owner)
-    return JSONResponse(state.page(found.input, order, limit, after))
+    return JSONResponse(state.page(found.input, order, limit, after, before))
 
 
 @router.delete(

@@ -166,24 +166,34 @@ def page(
     order: Literal["asc", "desc"],
     limit: int,
     after: str | None,
+    before: str | None = None,
 ) -> dict[str, Any]:
     """One page of input items, as OpenAI lists them: newest first unless ``order`` is
-    ``asc``, starting after the item ``after`` names."""
+    ``asc``; the page starts after the item ``after`` names, or ends just before the item
+    ``before`` names (the ``limit`` items before it: the previous page)."""
     ordered = items if order == "asc" else items[::-1]
-    start = 0
-    if after is not None:
-        at = next((i for i, item in enumerate(ordered) if item.get("id") == after), None)
-        if at is None:
-            raise InvalidRequest(f"No input item '{after}' in this response.", param="after")
-        start = at + 1
-    data = ordered[start : start + limit]
+    start = 0 if after is None else _index(ordered, after, "after") + 1
+    end = len(ordered) if before is None else _index(ordered, before, "before")
+    if before is not None and after is None:  # the page just before ``before``
+        start = max(0, end - limit)
+        more = start > 0
+    else:
+        more = start + limit < end
+    data = ordered[start : min(end, start + limit)]
     return {
         "object": "list",
         "data": data,
         "first_id": data[0]["id"] if data else None,
         "last_id": data[-1]["id"] if data else None,
-        "has_more": start + limit < len(ordered),
+        "has_more": more,
     }
+
+
+def _index(items: list[dict[str, Any]], item_id: str, param: str) -> int:
+    at = next((i for i, item in enumerate(items) if item.get("id") == item_id), None)
+    if at is None:
+        raise InvalidRequest(f"No input item {item_id!r} in this response.", param=param)
+    return at
 
 
 def _not_found(response_id: str) -> ResponseNotFound:
