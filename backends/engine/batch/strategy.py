@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from backends.engine import last_logits
 from backends.engine.batch.block_ledger import BlockLedger
 from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
 from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, first_line
@@ -70,7 +71,7 @@ from backends.engine.batch.speculation import Drafter, Speculation, accept
 from backends.engine.kv_events import KVEventSink
 from backends.engine.logits import logprob_entries
 from backends.engine.prefix_cache import chunk_length
-from backends.engine.scheduler import Job
+from backends.engine.scheduler import Job, Refusal
 from backends.models.loader import LoadedModel
 from backends.types import (
     FinishReason,
@@ -233,12 +234,12 @@ class BatchStrategy:
         )
 
     # ---- Strategy ------------------------------------------------------------------------
-    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | None:
+    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
         if params.adapter is not None:
             return "adapter"  # onnxruntime applies one adapter per run, not per row
         if params.num_beams > 1:
             return "num_beams"
-        return None
+        return last_logits.refusal(self.model.folder, params)
 
     def active_jobs(self) -> list[Job]:
         return [s.job for s in self._active]
