@@ -14,10 +14,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.core.service import InferenceService
+from backends.engine.batch.decoder import Decoder, read_spec, session_options
+from backends.engine.batch.kv_cache import KVCache
 from backends.errors import InvalidRequest, StartupError
 from backends.models.folder import inspect_model_folder
 from backends.types import Speculative
@@ -61,6 +64,35 @@ def expected() -> list[str]:
     assert og_greedy(FULL, prompts(), N)[0] == texts
     assert len(set(lengths)) == len(lengths) and len(set(texts)) == len(texts)
     return texts
+
+
+def decoder(path: Path) -> tuple[Decoder, KVCache]:
+    import onnxruntime as ort
+
+    folder = inspect_model_folder(path)
+    options = session_options(ort, folder, 1)
+    session = ort.InferenceSession(
+        str(path / "model.onnx"), options, providers=["CPUExecutionProvider"]
+    )
+    spec = read_spec(folder, {i.name: i.type for i in session.get_inputs()})
+    return Decoder(spec, session, ort), KVCache(spec, 2, 64, ort)
+
+
+def test_the_graph_gives_the_last_fed_positions_logits_and_refuses_padded_rows() -> None:
+    (pruned, kv), (full, full_kv) = decoder(PRUNED), decoder(FULL)
+    assert pruned.spec.last_logits_only and not full.spec.last_logits_only
+    ids = np.arange(3, 12, dtype=np.int64)[None, :]
+    ones, positions = np.ones_like(ids), np.arange(9)[None, :]
+    last = pruned.run(ids, ones, positions, kv, (0, 1))
+    every = full.run(ids, ones, positions, full_kv, (0, 1))
+    assert last.shape == (1, 1, 1024) and every.shape == (1, 9, 1024)
+    np.testing.assert_allclose(last[0, 0], every[0, -1], rtol=1e-4, atol=1e-4)
+    assert last[0, 0].argmax() == every[0, -1].argmax()
+    # Two rows in one run: one token each is fine, several each are refused.
+    step = pruned.run(np.ones((2, 1), np.int64), np.ones((2, 10), np.int64), None, kv, (0, 2))
+    assert step.shape == (2, 1, 1024)
+    with pytest.raises(ValueError, match="padding"):
+        pruned.run(np.ones((2, 3), np.int64), np.ones((2, 12), np.int64), None, kv, (0, 2))
 
 
 @pytest.mark.parametrize(
