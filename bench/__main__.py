@@ -397,8 +397,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.model:
             folders = args.model
-        else:
-            folders = [DEMO if args.shape == "demo" else ensure_models(args.shape)["int4"]]
+        elif args.shape == "demo":
+            folders = [DEMO]
+        else:  # a verify run reads every position's logits: the build speculation runs on
+            folders = [ensure_models(args.shape)["int4-all-logits" if args.verify else "int4"]]
         print(steps(folders, args.rows, args.threads, verify=args.verify))
         return 0
 

@@ -81,7 +81,15 @@ def steps(
     # Every length of every folder once per round, in turn: a busy machine's drift hits
     # them alike.
     lengths = range(verify + 1) if verify else range(0)
-    costs: dict[tuple[Path, int], list[float]] = {(f, k): [] for f in folders for k in lengths}
+    # Speculation does not run on a graph with the last position's logits only, and its
+    # verify runs there would skip the head of all positions but the last: not timed.
+    verified = [f for f in folders if not decoders[f][0].spec.last_logits_only]
+    lines += [
+        f"{f.name}: no verify runs (the last position's logits only; export with --all-logits)"
+        for f in folders
+        if verify and f not in verified
+    ]
+    costs: dict[tuple[Path, int], list[float]] = {(f, k): [] for f in verified for k in lengths}
     for _ in range(runs):
         for (folder, k), times in costs.items():
             decoder, kv = decoders[folder]
