@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--all-logits",
         action="store_true",
-        help="keep the logits of every prompt position (what a speculative verify needs); by "
+        help="keep the logits of every prompt position, which n-gram speculation needs "
+        "(GENAI_SPECULATIVE_TOKENS, a request's speculative: off on a model without them); by "
         "default a cpu export computes the last position's only, all generation reads",
     )
     ap.add_argument("--force", action="store_true", help="write into --out even if it is not empty")
