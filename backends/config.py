@@ -32,7 +32,9 @@ class ModelConfig:
     scheduler: SchedulerName = "auto"
     prefill_chunk: int = 256  # prompt tokens prefilled per scheduler step
     step_tokens: int = 0  # batch: tokens per step, decode rows + prefill chunk; 0: no budget
-    prefill_overlap: bool = True  # batch: a newcomer's prefill runs beside the decode steps
+    # batch: a newcomer's prefill runs beside the decode steps: always, never, or "auto" (where
+    # the costs measured while serving say it pays: backends/engine/batch/prefill_policy.py)
+    prefill_overlap: bool | Literal["auto"] = "auto"
     cache_sequences: int = 4  # finished sequences kept for prefix reuse
     kv_cache_mib: float | None = 1024.0  # batch strategy: KV memory; None: all max_length
     prefix_share_min: int = 32  # batch: shortest prefix copied across sessions; 0: no sharing

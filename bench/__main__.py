@@ -1,4 +1,4 @@
-"""Command line: ``python -m bench run [--smoke]`` and ``python -m bench load --url URL``."""
+"""Command line: ``python -m bench run [--smoke]``, ``python -m bench load --url URL``, ..."""
 
 from __future__ import annotations
 
@@ -47,6 +47,16 @@ def main(argv: list[str] | None = None) -> int:
         "--no-peers", action="store_true", help="skip transformers, llama.cpp and llama-server"
     )
     r.add_argument("--no-llama-server", action="store_true", help="skip llama.cpp's llama-server")
+    r.add_argument(
+        "--only-llama-server",
+        action="store_true",
+        help="of the peers, llama-server only: no transformers, no llama-cpp-python build",
+    )
+    r.add_argument(
+        "--no-sweep", action="store_true", help="skip the engine-settings arms (threads, ...)"
+    )
+    r.add_argument("--threads", type=int, help="intra-op threads of every arm (default: all)")
+    r.add_argument("--env", action="append", default=[], help="NAME=VALUE for every server")
     r.add_argument("--protocol", choices=["auto", "native", "openai"], default="auto")
     r.add_argument("--slo-ttft", type=float, help="seconds (default 1.0)")
     r.add_argument("--slo-tpot", type=float, help="seconds (default 0.1)")
@@ -151,11 +161,47 @@ def main(argv: list[str] | None = None) -> int:
     )
     st.add_argument("--rows", type=_ints, default=[1, 2, 4, 8])
     st.add_argument("--threads", type=int, default=2)
+    st.add_argument(
+        "--model", type=Path, action="append", default=[], help="a folder instead; repeat"
+    )
     st.add_argument("--verify", type=int, default=0, help="also batch-1 runs of 1+k, k<=this")
 
     ov = sub.add_parser("overlap", help="decode steps beside a prefill, by thread split")
     ov.add_argument("--threads", type=int, default=2)
     ov.add_argument("--prompt", type=int, default=128, help="prefill tokens")
+
+    pf = sub.add_parser("prefill", help="prompt tokens/s: server, bare session, llama.cpp")
+    pf.add_argument("--smoke", action="store_true", help="demo model, short prompts, no llama.cpp")
+    pf.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
+    pf.add_argument("--lengths", type=_ints, help="prompt tokens (default 128,512,2048)")
+    pf.add_argument("--rounds", type=int, help="rounds, every arm once per length (default 3)")
+    pf.add_argument("--threads", type=int, help="intra-op threads, every arm (default: all)")
+    pf.add_argument("--model", type=Path, help="another folder of the same weights (a variant)")
+    pf.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server")
+    pf.add_argument("--no-llama", action="store_true", help="skip llama-server and llama-bench")
+    pf.add_argument("--no-server", action="store_true", help="skip this server's arm")
+    pf.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="also tokens per CPU second: the session arms' process, the servers' processes "
+        "(steadier than wall time on a busy machine; spinning threads count too)",
+    )
+    pf.add_argument(
+        "--session",
+        action="append",
+        default=[],
+        help="another bare-session arm: NAME=FOLDER[,KEY=VALUE...] (session options such as "
+        "session.intra_op.allow_spinning=0 or intra_op_num_threads=1; chunk=N: runs of N tokens)",
+    )
+    pf.add_argument(
+        "--profile",
+        type=Path,
+        action="append",
+        default=[],
+        help="instead: onnxruntime's per-operator profile of one prompt (the first --lengths) "
+        "in this folder; repeat for columns side by side (e.g. before, after)",
+    )
+    pf.add_argument("--out", type=Path, help="output folder (default bench/results/prefill-<time>)")
 
     sub.add_parser("models", help="RSS per extra loaded model; adapter vs base TTFT")
     im = sub.add_parser("images", help="TTFT of a chat with an image vs the same text alone")
@@ -204,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
                 setattr(cfg, name, getattr(args, name))
         if args.requests is not None:
             cfg.load_requests = args.requests
+        if args.threads is not None:
+            cfg.threads = args.threads
+        cfg.server_env = dict(item.split("=", 1) for item in args.env)
         if args.slo_ttft is not None:
             cfg.slo_ttft = args.slo_ttft
         if args.slo_tpot is not None:
@@ -214,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg.peers = False
         if args.no_llama_server:
             cfg.llama_server = False
+        cfg.inprocess_peers = not args.only_llama_server
+        cfg.settings_sweep = cfg.settings_sweep and not args.no_sweep
         cfg.protocol = args.protocol
         stamp = time.strftime("%Y%m%d-%H%M%S")
         cfg.out = args.out or ROOT / "bench" / "results" / ("smoke" if args.smoke else stamp)
@@ -311,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         print(profile(args.shape, args.seconds, args.out, env, args.protocol).read_text())
         return 0
 
+    if args.cmd == "prefill":
+        return _prefill(args)
+
     if args.cmd == "models":
         from bench.model_costs import report
         from bench.models import ensure_models
@@ -341,8 +395,13 @@ def main(argv: list[str] | None = None) -> int:
         from bench.models import DEMO, ensure_models
         from bench.steps import steps
 
-        folder = DEMO if args.shape == "demo" else ensure_models(args.shape)["int4"]
-        print(steps(folder, args.rows, args.threads, verify=args.verify))
+        if args.model:
+            folders = args.model
+        elif args.shape == "demo":
+            folders = [DEMO]
+        else:  # a verify run reads every position's logits: the build speculation runs on
+            folders = [ensure_models(args.shape)["int4-all-logits" if args.verify else "int4"]]
+        print(steps(folders, args.rows, args.threads, verify=args.verify))
         return 0
 
     from bench.loadgen import Client, RequestSpec, run_load
@@ -383,6 +442,34 @@ def main(argv: list[str] | None = None) -> int:
     summaries = asyncio.run(go())
     if args.out:
         args.out.write_text(json.dumps(summaries, indent=2))
+    return 0
+
+
+def _prefill(args: argparse.Namespace) -> int:
+    from bench.prefill import PrefillConfig
+    from bench.prefill import run as run_prefill
+    from bench.raw import usable_cpus
+
+    cfg = PrefillConfig.smoke_config() if args.smoke else PrefillConfig(shape=args.shape)
+    for name in ("lengths", "rounds", "threads", "model", "out"):
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
+    if args.profile:
+        from bench.prefill_profile import profile, table
+
+        threads = cfg.threads or usable_cpus()
+        print(table(profile(args.profile, cfg.lengths[0], threads), [f.name for f in args.profile]))
+        return 0
+    from bench.prefill import parse_session
+
+    cfg.llama = cfg.llama and not args.no_llama
+    cfg.server = not args.no_server
+    cfg.cpu_time = args.cpu_time
+    for text in args.session:
+        name, folder, options = parse_session(text)
+        cfg.sessions[name] = (folder, options)
+    cfg.server_env = dict(item.split("=", 1) for item in args.env)
+    print(run_prefill(cfg))
     return 0
 
 

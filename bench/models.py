@@ -38,9 +38,12 @@ def _builder(hf_dir: Path, out: Path, precision: str, extra: list[str]) -> None:
 def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
     """Build (or reuse) the benchmark folders for ``shape``.
 
-    Returns {"int4": acc-level-4 int4 (what build_model.py makes), "int4-acc0": int4 at the
-    builder's default accuracy level, "fp32": fp32, "hf": the HF weights}.
+    Returns {"int4": int4 with the options ``main_genai.py export`` gives a CPU build (accuracy
+    level 4, logits of the last position only), "int4-all-logits": what build_model.py makes
+    (accuracy level 4, every position's logits), "int4-acc0": int4 at the builder's default
+    accuracy level, "fp32": fp32, "hf": the HF weights}.
     """
+    from backends.models.export import builder_options
     from bench.vocab import check
 
     vocab_size = shape_vocab_size(shape)
@@ -62,9 +65,14 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
         )
     check(int4, vocab_size)
     hf = int4 / "hf"
-    out = {"int4": int4, "hf": hf}
-    for name, precision, extra in (("int4-acc0", "int4", []), ("fp32", "fp32", [])):
-        folder = base / name
+    out = {"int4-all-logits": int4, "hf": hf}
+    exported = [o for o in builder_options("int4", "cpu", None, None) if o != "hf_token=false"]
+    for name, precision, extra in (
+        ("int4", "int4", exported),
+        ("int4-acc0", "int4", []),
+        ("fp32", "fp32", []),
+    ):
+        folder = base / ("int4-export" if name == "int4" else name)
         if not (folder / "genai_config.json").exists():
             log(f"building {shape} {name} from the same weights ...")  # type: ignore[operator]
             shutil.rmtree(folder, ignore_errors=True)

@@ -209,6 +209,19 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
                 out[f"{name}_c4_over_c1_throughput"] = _div(
                     by_c[4]["output_token_throughput"], by_c[1]["output_token_throughput"]
                 )
+    # ours (the batch scheduler) ÷ llama-server, level by level: tokens/s and TTFT p50
+    ours = load.get(BATCH, {}).get("concurrency", [])
+    theirs = {row["concurrency"]: row for row in load.get(LLAMA, {}).get("concurrency", [])}
+    for row in ours:
+        other = theirs.get(row["concurrency"])
+        if other is not None:
+            level = row["concurrency"]
+            out[f"batch_over_llama_server_tokens_per_s_c{level}"] = _div(
+                row["output_token_throughput"], other["output_token_throughput"]
+            )
+            out[f"batch_over_llama_server_ttft_p50_c{level}"] = _div(
+                row["ttft"]["p50"], other["ttft"]["p50"]
+            )
     for peer in ("transformers fp32", "llama.cpp Q4_0", LLAMA_ARM):
         if peer in single and "decode_tps" in single[peer]:
             key = peer.split()[0]

@@ -55,6 +55,9 @@ class RunConfig:
     chat_strategies: list[str] = field(default_factory=lambda: ["batch"])
     peers: bool = True
     llama_server: bool = True  # llama.cpp's C++ server under load (with peers only)
+    inprocess_peers: bool = True  # transformers and llama-cpp-python (built on demand)
+    threads: int = 0  # intra-op threads of every arm; 0: every CPU this process may use
+    server_env: dict[str, str] = field(default_factory=dict)  # more settings, every server
     settings_sweep: bool = True
     protocol: str = "auto"  # auto | native | openai
     slo_ttft: float = 1.0
@@ -111,7 +114,7 @@ class Bench:
         self.rng = random.Random(cfg.seed)
         self.results: dict[str, Any] = {"availability": {}}
         self.servers: dict[str, ServerProcess] = {}
-        self.threads = usable_cpus()
+        self.threads = cfg.threads or usable_cpus()
         self.loop = asyncio.new_event_loop()
         self._prompt_seed = 1000
         self.peer_procs: list[Any] = []
@@ -140,17 +143,21 @@ class Bench:
         cfg, avail = self.cfg, self.results["availability"]
         env_names = server_settings_fields()
         model = str(self.models["int4"])
-        wanted: dict[str, dict[str, str]] = {"default": {"GENAI_MODEL_DIR": model}}
+        wanted: dict[str, dict[str, str]] = {
+            "default": {"GENAI_MODEL_DIR": model, **cfg.server_env}
+        }
+        if cfg.threads:  # else each server takes every usable CPU, as the raw loop does
+            wanted["default"]["GENAI_INTRA_OP_THREADS"] = str(cfg.threads)
         for strategy in cfg.strategies:
             if "GENAI_SCHEDULER" in env_names:
                 wanted[f"scheduler={strategy}"] = {
-                    "GENAI_MODEL_DIR": model,
+                    **wanted["default"],
                     "GENAI_SCHEDULER": strategy,
                 }
             else:
                 avail[f"scheduler={strategy}"] = "not available: the server has no GENAI_SCHEDULER"
         if "GENAI_CACHE_SEQUENCES" in env_names:
-            wanted["no-reuse"] = {"GENAI_MODEL_DIR": model, "GENAI_CACHE_SEQUENCES": "0"}
+            wanted["no-reuse"] = {**wanted["default"], "GENAI_CACHE_SEQUENCES": "0"}
             for strategy in cfg.chat_strategies:
                 if f"scheduler={strategy}" in wanted:
                     wanted[f"scheduler={strategy} no-reuse"] = {
@@ -359,7 +366,7 @@ class Bench:
             arms[LLAMA_SERVER_ARM] = lambda: self._server_once(LLAMA_SERVER, True)
         if cfg.settings_sweep:
             self._add_setting_arms(arms)
-        if cfg.peers:
+        if cfg.peers and cfg.inprocess_peers:
             self._add_peer_arms(arms)
         log(f"single stream: {len(arms)} arms x {cfg.reps} rounds")
         self.results["single_stream"] = self._rounds(arms, cfg.reps, "single stream")

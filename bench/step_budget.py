@@ -4,7 +4,8 @@ prompts of ``prompt_tokens`` tokens, ``new_tokens`` greedy tokens, a fixed numbe
 rounds in which every arm runs each level once in a new order. Reports aggregate output
 tokens/s and the inter-token latency median and p99 (and p99 ÷ median) per level, and each
 arm's throughput ÷ the first value's (``0``: no budget, today's chunks of
-``GENAI_PREFILL_CHUNK``)."""
+``GENAI_PREFILL_CHUNK``), and output tokens per second of the server process's CPU time
+(all its threads): on a machine other work shares, the figure its neighbours move least."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def run_budget(
 
     from bench.models import ensure_models
     from bench.prompts import PromptMaker
-    from bench.server import ServerProcess, start_all
+    from bench.server import ServerProcess, cpu_seconds, start_all
 
     model = ensure_models(shape)["int4"]
     prompts = PromptMaker(og.Tokenizer(og.Model(str(model))))
@@ -50,6 +51,7 @@ def run_budget(
         if len(healthy) != len(servers):
             raise RuntimeError("; ".join(f"{s.name}: {s.error}" for s in servers if s.error))
         clients = {s.name: Client(s.url, protocol="openai") for s in servers}
+        by_name = {s.name: s for s in servers}
         for client in clients.values():
             asyncio.run(_probe(client))
         for _ in range(rounds):
@@ -62,9 +64,12 @@ def run_budget(
                         seed += 1
                         msgs, ids = prompts.exact(prompt_tokens, seed)
                         specs.append(RequestSpec(msgs, new_tokens, prompt_ids=ids))
+                    pid = by_name[name].proc.pid  # type: ignore[union-attr]
+                    used = cpu_seconds(pid)
                     summary = asyncio.run(
                         run_load(clients[name], specs, concurrency=level, desc=f"{name} c{level}")
                     )
+                    summary["server_cpu_s"] = cpu_seconds(pid) - used
                     samples.setdefault((name, level), []).append(summary)
     finally:
         for s in servers:
@@ -91,8 +96,9 @@ def _table(
 ) -> str:
     """Medians over rounds; throughput ratios against the first arm, per round then median."""
     lines = [
-        "| arm | in flight | tokens/s | ÷ first arm | ITL p50 | ITL p99 | p99 ÷ p50 | TTFT p50 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| arm | in flight | tokens/s | ÷ first arm | ITL p50 | ITL p99 | p99 ÷ p50 | TTFT p50 "
+        "| tokens per CPU s | ÷ first arm |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for level in levels:
         base = samples.get((names[0], level), [])
@@ -107,11 +113,21 @@ def _table(
                 a["output_token_throughput"] / b["output_token_throughput"]
                 for a, b in zip(runs, base, strict=False)
             ]
+            per_cpu = [_per_cpu(r) for r in runs]
+            cpu_ratio = [_per_cpu(a) / _per_cpu(b) for a, b in zip(runs, base, strict=False)]
             lines.append(
                 f"| {name} | {level} | {statistics.median(tps):.1f} | "
                 f"{statistics.median(ratio):.3f} | {statistics.median(p50) * 1e3:.0f} ms | "
                 f"{statistics.median(p99) * 1e3:.0f} ms | "
                 f"{statistics.median(b / a for a, b in zip(p50, p99, strict=True)):.2f} | "
-                f"{statistics.median(r['ttft']['p50'] for r in runs) * 1e3:.0f} ms |"
+                f"{statistics.median(r['ttft']['p50'] for r in runs) * 1e3:.0f} ms | "
+                f"{statistics.median(per_cpu):.1f} | {statistics.median(cpu_ratio):.3f} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _per_cpu(summary: dict[str, Any]) -> float:
+    """Output tokens per CPU second of the server process (NaN where not measured)."""
+    used = summary.get("server_cpu_s", float("nan"))
+    tokens = summary["output_tokens"]["total"]
+    return float(tokens / used) if used and used == used else float("nan")

@@ -64,7 +64,7 @@ class ModelEntry(BaseModel):
     scheduler: SchedulerName | None = None
     prefill_chunk: int | None = Field(None, ge=16)
     step_tokens: int | None = Field(None, ge=0)
-    prefill_overlap: bool | None = None
+    prefill_overlap: bool | Literal["auto"] | None = None
     cache_sequences: int | None = Field(None, ge=0)
     kv_cache_mib: float | None = Field(None, gt=0, le=MAX_KV_CACHE_MIB)
     prefix_share_min: int | None = Field(None, ge=0)

@@ -48,7 +48,7 @@ SamplingDefaultsName = Literal["model", "api"]  # as backends.config.SamplingDef
 # same default as backends.config.ModelConfig.step_tokens.
 STEP_TOKENS_DEFAULT = 0
 # Likewise the overlapped prefill's, backends.config.ModelConfig.prefill_overlap.
-PREFILL_OVERLAP_DEFAULT = True
+PREFILL_OVERLAP_DEFAULT: bool | Literal["auto"] = "auto"
 # n-gram speculation's draft length bound (docs/speculation.md says how it was chosen) and
 # its n-gram lengths: backends.config.ModelConfig's, which takes the scheduler's default
 # (SPECULATIVE_TOKENS_BY_SCHEDULER) for an unset bound.
@@ -144,13 +144,16 @@ class ModelSettings(BaseSettings):
         "GENAI_PREFILL_CHUNK.",
         ge=0,
     )
-    prefill_overlap: bool = _setting(
+    prefill_overlap: bool | Literal["auto"] = _setting(
         PREFILL_OVERLAP_DEFAULT,
         "GENAI_PREFILL_OVERLAP",
         "prefill_overlap",
         "batch scheduler: a newcomer's prompt is prefilled on a worker thread, with half the "
         "intra-op threads, while the decoding sequences go on stepping on the other half, so "
-        "none of them waits for it; GENAI_STEP_TOKENS applies only with this off.",
+        "none of them waits for it. auto: only for a prompt whose read would stall them for "
+        "more than a decode step and a half, and only while the measured run times say it "
+        "pays (else in the step, in chunks that stall them no longer); true: always; false: "
+        "never (GENAI_STEP_TOKENS applies only then).",
     )
     scheduler: SchedulerName = _setting(
         "auto",

@@ -288,6 +288,7 @@ def build(
     mix: dict[str, Any] | None = None,
     device: str = "cpu",
     paged: bool = False,
+    last_logits: bool = False,
 ) -> None:
     mix = dict(mix or {})
     context = mix.pop("context", 0)
@@ -312,6 +313,8 @@ def build(
         extra = ["int4_accuracy_level=4"] if precision == "int4" else []
         if paged:  # og's Engine batches continuously only on a paged-attention model
             extra.append("use_paged_attention=true")
+        if last_logits:  # what `main_genai.py export` makes for the CPU by default
+            extra.append("prune_lm_head=true")
         run_builder(hf_dir, out, precision, extra, cache_dir=Path(tmp) / "cache", device=device)
         if not (out / "chat_template.jinja").exists():
             (out / "chat_template.jinja").write_text(template)
@@ -357,6 +360,11 @@ def main() -> None:
         "--paged",
         action="store_true",
         help="paged attention (CUDA fp16): the model og's Engine batches continuously",
+    )
+    ap.add_argument(
+        "--last-logits",
+        action="store_true",
+        help="logits of the last fed position only (the builder's prune_lm_head)",
     )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=1234)
@@ -438,6 +446,7 @@ def main() -> None:
     build(
         args.shape, args.precision, args.out, args.seed, args.init_range, args.arch,
         args.train_steps, mix, device=args.device, paged=args.paged,
+        last_logits=args.last_logits,
     )  # fmt: skip
 
 

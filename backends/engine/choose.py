@@ -8,11 +8,12 @@ from collections.abc import Callable
 from dataclasses import astuple
 
 from backends.config import ModelConfig, SchedulerName
+from backends.engine import last_logits
 from backends.engine.kv_events import KVEventSink
 from backends.engine.scheduler import Strategy
 from backends.errors import StartupError
 from backends.models.loader import LoadedModel
-from backends.types import PrefixStoreStats
+from backends.types import PrefixStoreStats, Speculative
 
 log = logging.getLogger("genai.scheduler")
 
@@ -62,6 +63,10 @@ def strategy_factory(
             name = auto_strategy(model)
         if model.dynamic_batching and name != "engine":
             raise StartupError(paged_refusal(model, name, chosen))
+        if name == "engine" and (why := last_logits.engine_refusal(model.folder)):
+            raise StartupError(why)
+        own = {s: config.speculative(s) for s in ("batch", "generator")}
+        speculative = last_logits.server_speculation(model.folder, own)
         if name == "batch":
             from backends.engine.batch.decoder import UnsupportedModel
             from backends.engine.batch.speculation import Speculation
@@ -81,10 +86,10 @@ def strategy_factory(
                     share_min=config.prefix_share_min,
                     store_stats=store_stats,
                     kv_events=kv_events,
-                    speculation=Speculation(*astuple(config.speculative("batch"))),
+                    speculation=Speculation(*astuple(speculative["batch"])),
                 )
                 # Beam search and adapters, which batch cannot do, go to a generator.
-                return WithFallback(batch, lambda: generator(model))
+                return WithFallback(batch, lambda: generator(model, speculative["generator"]))
             except UnsupportedModel as exc:
                 log.log(
                     logging.WARNING if chosen else logging.INFO,
@@ -96,9 +101,9 @@ def strategy_factory(
             from backends.engine.og_engine import EngineStrategy
 
             return EngineStrategy(model, cache_size=config.cache_sequences, slots=slots)
-        return generator(model)
+        return generator(model, speculative["generator"])
 
-    def generator(model: LoadedModel) -> Strategy:
+    def generator(model: LoadedModel, speculative: Speculative) -> Strategy:
         from backends.engine.generator import GeneratorStrategy
 
         return GeneratorStrategy(
@@ -106,7 +111,7 @@ def strategy_factory(
             prefill_chunk=config.prefill_chunk,
             cache_size=config.cache_sequences,
             slots=slots,
-            speculative=config.speculative("generator"),
+            speculative=speculative,
         )
 
     return make

@@ -4,6 +4,9 @@ The ``batch`` strategy refuses beam search and LoRA adapters (onnxruntime applie
 per run, not per row); rather than refusing such a request, the scheduler hands it to a
 ``generator`` strategy made the first time one arrives (it loads the og.Model then: memory for
 the weights a second time, only once used). Both run on the owner thread, one step each.
+A :class:`Refusal` from the primary is final: it refuses a value the model cannot honour
+(n-gram speculation on a model with the last position's logits only), which the fallback,
+on the same model, could not either.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ class WithFallback:
         self._profile: str | None = None
 
     def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
-        if self.primary.unsupported(params, prompt_tokens) is None:
-            return None
+        why = self.primary.unsupported(params, prompt_tokens)
+        if why is None or isinstance(why, Refusal):
+            return why  # a value the model cannot honour: the fallback runs the same model
         return self.fallback.unsupported(params, prompt_tokens)
 
     @property

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.engine import og_ngram
+from backends.engine import last_logits, og_ngram
 from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, Guide, LazyGuide
 from backends.engine.batch.sampler import repetition_penalty
 from backends.engine.logits import log_softmax, logprob_entries, min_p_cut, process_logits
@@ -120,6 +120,8 @@ class GeneratorStrategy:
         asked = params.speculative
         if asked is None:
             return None
+        if refused := last_logits.refusal(self.model.folder, params):
+            return refused
         tokens = prompt_tokens + params.max_new_tokens if prompt_tokens else 0
         return og_ngram.refusal(asked, self.speculation(params), params, self._room, tokens)
 

@@ -85,6 +85,22 @@ class ModelFolder:
         ends it."""
         return max(needed, min(self.sliding_window, self.context_length))
 
+    @cached_property
+    def last_logits_only(self) -> bool:
+        """Whether the decoder computes the logits of the last position it is fed only (its
+        logits output is ``[batch, 1, vocab]``: the builder's ``prune_lm_head``, what
+        ``main_genai.py export`` makes for the CPU unless ``--all-logits``), not of every
+        position. Read off the graph, not the folder's name; False where it cannot be read
+        (loading the model then says why)."""
+        decoder = self.config.get("model", {}).get("decoder", {})
+        name = (decoder.get("outputs") or {}).get("logits", "logits")
+        try:
+            logits = read_graph_io(self.path / str(decoder.get("filename"))).output(name)
+        except GraphReadError:
+            return False
+        shape = logits.shape if logits is not None else None
+        return shape is not None and len(shape) == 3 and shape[1] == 1
+
     @property
     def model_type(self) -> str:
         return str(self.config.get("model", {}).get("type", "unknown"))

@@ -49,6 +49,11 @@ class DecoderSpec:
     present_values: tuple[str, ...]
     logits: str
     kv_dtype: Any  # np.float32 or np.float16
+    # The logits of the last fed position only ([B, 1, vocab]: the builder's prune_lm_head).
+    # It is the last of input_ids' columns, so no run may feed rows of different lengths,
+    # right-padded, together: the strategy feeds a prompt's chunk one row at a time and
+    # decode steps one token a row.
+    last_logits_only: bool = False
 
     @property
     def bytes_per_token(self) -> int:
@@ -95,6 +100,7 @@ def read_spec(folder: ModelFolder, session_inputs: dict[str, str]) -> DecoderSpe
         present_values=_names(outputs.get("present_value_names"), layers, "present value"),
         logits=outputs.get("logits", "logits"),
         kv_dtype=np.float32,
+        last_logits_only=folder.last_logits_only,
     )
     known = {spec.input_ids, spec.attention_mask, *spec.past_keys, *spec.past_values}
     if spec.position_ids is not None:
@@ -170,8 +176,15 @@ class Decoder:
         kv: Any,
         rows: tuple[int, int],
     ) -> npt.NDArray[np.float32]:
-        """Logits ``[B, S, vocab]`` for ``input_ids [B, S]``; the new keys and values are
-        written into the cache rows in place. The GIL is released while the model runs."""
+        """Logits ``[B, S, vocab]`` for ``input_ids [B, S]`` (``[B, 1, vocab]``, the last
+        position's, on a model with those only); the new keys and values are written into the
+        cache rows in place. The GIL is released while the model runs."""
+        rows_fed, fed = input_ids.shape
+        if self.spec.last_logits_only and rows_fed > 1 and fed > 1:
+            raise ValueError(
+                f"{rows_fed} rows of {fed} tokens in one run on a model with the last "
+                "position's logits only: a shorter row's last position would be padding"
+            )
         spec, binding = self.spec, self._binding(kv, rows)
         binding.bind_cpu_input(spec.input_ids, input_ids)
         binding.bind_cpu_input(spec.attention_mask, attention_mask)

@@ -24,6 +24,10 @@ with half the intra-op threads, so each has its own cores (on 2 cores, one threa
 128-token prefill and 8-row decode steps each ran as fast beside the other as alone, where
 two runs of the 2-thread session slowed each other down). While a chunk is in flight its row
 is left where it is: no row moves, and other rows copy from it only what it held before.
+With ``overlap="auto"`` (the default) each newcomer's prompt is read that way only where the
+costs seen so far say it pays (:mod:`backends.engine.batch.prefill_policy`); a short one, or
+one on a machine where it does not pay, is read in the step, whole or in chunks that stall
+the decoding rows no more than a decode step and a half.
 
 The decode batch is the contiguous range of rows up to the highest one decoding, so the busy
 rows are kept at the bottom: a sequence in a row above a row that is not busy (a finished
@@ -53,10 +57,12 @@ from typing import Any
 
 import numpy as np
 
+from backends.engine import last_logits
 from backends.engine.batch.block_ledger import BlockLedger
 from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
 from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, first_line
 from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
+from backends.engine.batch.prefill_policy import PrefillPolicy
 from backends.engine.batch.prefix_store import BLOCK_TOKENS, PrefixStore
 from backends.engine.batch.sampler import Choice, RowState, choose
 from backends.engine.batch.sharing import SHARE_MIN, PrefixSharing
@@ -65,7 +71,7 @@ from backends.engine.batch.speculation import Drafter, Speculation, accept
 from backends.engine.kv_events import KVEventSink
 from backends.engine.logits import logprob_entries
 from backends.engine.prefix_cache import chunk_length
-from backends.engine.scheduler import Job
+from backends.engine.scheduler import Job, Refusal
 from backends.models.loader import LoadedModel
 from backends.types import (
     FinishReason,
@@ -115,7 +121,7 @@ class BatchStrategy:
         *,
         prefill_chunk: int = 256,
         step_tokens: int = 0,
-        overlap: bool = False,
+        overlap: bool | str = False,
         cache_size: int = 4,
         make_session: Any = None,
         store: PrefixStore | None = None,
@@ -130,7 +136,9 @@ class BatchStrategy:
         self.max_length = min(kv.capacity, model.max_length)
         self.prefill_chunk = prefill_chunk
         self.step_tokens = step_tokens  # 0: no budget, every chunk is prefill_chunk tokens
-        self.overlap = overlap  # a newcomer's prefill runs beside decode steps, not in one
+        self.overlap = bool(overlap)  # a newcomer's prefill runs beside decode steps
+        # "auto": only where it pays, by what the runs cost (prefill_policy.py)
+        self.policy = PrefillPolicy(min_chunk=MIN_CHUNK) if overlap == "auto" else None
         self._worker: ThreadPoolExecutor | None = None  # feeds a prefill chunk beside a decode
         self._inflight: _InFlight | None = None
         # What runs while a chunk is in flight, the chunk and the decode runs beside it: a
@@ -155,7 +163,7 @@ class BatchStrategy:
         slots: int,
         prefill_chunk: int = 256,
         step_tokens: int = 0,
-        overlap: bool = False,
+        overlap: bool | str = False,
         cache_size: int = 4,
         kv_budget_mib: float | None = None,
         store_mib: float = 0.0,
@@ -226,12 +234,12 @@ class BatchStrategy:
         )
 
     # ---- Strategy ------------------------------------------------------------------------
-    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | None:
+    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
         if params.adapter is not None:
             return "adapter"  # onnxruntime applies one adapter per run, not per row
         if params.num_beams > 1:
             return "num_beams"
-        return None
+        return last_logits.refusal(self.model.folder, params)
 
     def active_jobs(self) -> list[Job]:
         return [s.job for s in self._active]
@@ -286,8 +294,13 @@ class BatchStrategy:
             for seq, draft in drafts:
                 self._guarded([seq], lambda seqs, draft=draft: self._verify(seqs[0], draft))
 
-        if newcomer is not None and self.overlap and decoding:
+        plan = None  # overlap, or how many prompt tokens to read in this step
+        if newcomer is not None and self.overlap and decoding and self.policy is not None:
+            plan = self.policy.plan(len(newcomer.pending))
+        if newcomer is not None and self.overlap and decoding and plan is None:
             self._guarded([newcomer], self._launch)
+        elif newcomer is not None and plan is not None:
+            self._guarded([newcomer], lambda seqs, n=plan: self._prefill(seqs, n))
         elif newcomer is not None:
             chunk = self._chunk_budget(len(decoding))
             beside = decode if decoding and self.step_tokens > 0 else None
@@ -409,12 +422,22 @@ class BatchStrategy:
             (row, row + 1),
         )
 
+    def _read(self, row: int, chunk: list[int], past: int, decoder: Decoder | None = None) -> Any:
+        """Feed a prompt chunk, and tell the prefill policy what it cost (a verify run is
+        fed, but is no prompt read)."""
+        started = time.perf_counter()
+        logits = self._feed(row, chunk, past, decoder)
+        if self.policy is not None:  # from the worker thread too: a float the GIL guards
+            beside = decoder is not None  # the overlap's session, beside decode steps
+            self.policy.prefilled(len(chunk), time.perf_counter() - started, beside=beside)
+        return logits
+
     def _submit(
         self, seq: _Seq, chunk: list[int], past: int, decoder: Decoder | None = None
     ) -> Future[Any]:
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="batch-prefill")
-        return self._worker.submit(self._feed, seq.row, chunk, past, decoder)
+        return self._worker.submit(self._read, seq.row, chunk, past, decoder)
 
     def _prefill(self, seqs: list[_Seq], budget: int, beside: Any = None) -> None:
         """Feed the next chunk (at most ``budget`` tokens) of a newcomer's prompt into its row;
@@ -425,7 +448,7 @@ class BatchStrategy:
         [seq] = seqs
         chunk, past = self._next_chunk(seq, budget)
         if beside is None:
-            logits = self._feed(seq.row, chunk, past)
+            logits = self._read(seq.row, chunk, past)
         else:
             fed = self._submit(seq, chunk, past)
             try:
@@ -476,7 +499,11 @@ class BatchStrategy:
         )
         positions = np.asarray(lengths, dtype=np.int64)[:, None]
         decoder = self.decoder if self._inflight is None else self._overlap_decoder
+        started = time.perf_counter()
         logits = decoder.run(ids, mask, positions, self.kv, (0, rows))
+        if self.policy is not None:
+            beside = self._inflight is not None
+            self.policy.decoded(time.perf_counter() - started, beside=beside)
         for seq in seqs:
             assert seq.next_token is not None
             seq.tokens.append(seq.next_token)

@@ -150,21 +150,26 @@ def test_export_stages_command_and_serve_hint(
     assert command[command.index("-i") + 1] == str(HF_FOLDER)
     assert command[command.index("-p") + 1] == "int4"
     assert command[command.index("-e") + 1] == "cpu"
-    assert command[command.index("--extra_options") + 1 :] == ["hf_token=false", "accuracy_level=4"]
+    assert command[command.index("--extra_options") + 1 :] == [
+        "hf_token=false",
+        "accuracy_level=4",
+        "prune_lm_head=true",
+    ]
 
 
 @pytest.mark.parametrize(
     ("args", "precision", "device", "options"),
     [
-        ([], "int4", "cpu", ["hf_token=false", "accuracy_level=4"]),
+        ([], "int4", "cpu", ["hf_token=false", "accuracy_level=4", "prune_lm_head=true"]),
         (["--device", "cuda"], "fp16", "cuda", ["hf_token=false"]),
         (["--device", "dml"], "int4", "dml", ["hf_token=false"]),
-        (["--precision", "fp32"], "fp32", "cpu", ["hf_token=false"]),
+        (["--precision", "fp32"], "fp32", "cpu", ["hf_token=false", "prune_lm_head=true"]),
+        (["--all-logits"], "int4", "cpu", ["hf_token=false", "accuracy_level=4"]),
         (
             ["--accuracy-level", "1", "--block-size", "128"],
             "int4",
             "cpu",
-            ["hf_token=false", "accuracy_level=1", "block_size=128"],
+            ["hf_token=false", "accuracy_level=1", "block_size=128", "prune_lm_head=true"],
         ),
     ],
 )
@@ -257,6 +262,7 @@ def test_a_folder_the_builder_left_broken(
         device="cpu",
         accuracy_level=None,
         block_size=None,
+        all_logits=False,
         force=False,
     )
     with pytest.raises(export.ExportError, match="cannot run it on the CPU: head_size"):

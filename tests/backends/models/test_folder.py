@@ -62,3 +62,28 @@ def test_template_from_tokenizer_config(model_copy: Path) -> None:
     (model_copy / "tokenizer_config.json").write_text(json.dumps(cfg))
     templates = inspect_model_folder(model_copy).chat_templates
     assert templates == {"default": "{{ messages[0]['content'] }}"}
+
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+
+
+@pytest.mark.parametrize(
+    ("folder", "last_only"),
+    [("qwen2-last-logits", True), ("qwen2", False), ("demo-fp32", False)],
+)
+def test_last_logits_only_is_read_off_the_graph(folder: str, last_only: bool) -> None:
+    """The logits output's sequence dimension: a fixed 1 (prune_lm_head), or every position."""
+    assert inspect_model_folder(MODELS / folder).last_logits_only is last_only
+
+
+def test_last_logits_only_follows_the_configured_output_name(tmp_path: Path) -> None:
+    dst = tmp_path / "m"
+    shutil.copytree(MODELS / "qwen2-last-logits", dst)
+    config = json.loads((dst / "genai_config.json").read_text())
+    config["model"]["decoder"]["outputs"]["logits"] = "no_such_output"
+    (dst / "genai_config.json").write_text(json.dumps(config))
+    assert not inspect_model_folder(dst).last_logits_only
+    (dst / "model.onnx").write_bytes(b"not a model")  # unreadable: og says why when it loads
+    config["model"]["decoder"]["outputs"]["logits"] = "logits"
+    (dst / "genai_config.json").write_text(json.dumps(config))
+    assert not inspect_model_folder(dst).last_logits_only

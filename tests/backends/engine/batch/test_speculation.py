@@ -20,6 +20,7 @@ from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.core.handle import Result
 from backends.core.service import InferenceService
 from backends.engine.batch import speculation
+from backends.engine.batch.prefill_policy import PrefillPolicy
 from schemas.settings import REPO_ROOT
 from tests.backends.engine.batch.test_architectures import og_greedy
 from tests.backends.engine.batch.test_strategy import cancel_one_among
@@ -133,20 +134,44 @@ def test_greedy_equals_og_generator(drafts: Any) -> None:
 
 @pytest.mark.parametrize(
     "feeding",
-    [{"step_tokens": 24, "prefill_overlap": False}, {"prefill_overlap": True}],
-    ids=["prefill-beside-each-step", "prefill-overlapping-steps"],
+    [
+        {"step_tokens": 24, "prefill_overlap": False},
+        {"prefill_overlap": True},
+        {"prefill_overlap": "auto"},
+    ],
+    ids=["prefill-beside-each-step", "prefill-overlapping-steps", "prefill-policy"],
 )
 def test_newcomers_prefilled_beside_verify_runs_change_nothing(
     feeding: dict[str, Any], drafts: Any
 ) -> None:
     """Prompts arrive while others verify drafts: their chunks run on the worker thread
-    beside the decode and verify runs (each step, or across steps), in rows of their own."""
+    beside the decode and verify runs (each step, or across steps), in rows of their own;
+    with the prefill policy (the default), in the step or overlapping, as it plans."""
     prompts = [*PROMPTS, LONG, *PROMPTS]
     expected, _ = og_greedy(DEMO, prompts, 60)
     cfg = spec_config(DEMO, 8, prefill_chunk=32, **feeding)
     got = answers(cfg, prompts, together=True, max_tokens=60)
     assert [text(r) for r in got] == expected
     assert drafts()[1] > 0
+
+
+def test_the_prefill_policy_counts_prompt_reads_only(
+    monkeypatch: pytest.MonkeyPatch, drafts: Any
+) -> None:
+    """A verify run feeds several tokens too, but it is no prompt read: the policy's costs
+    of reading a prompt see the prompts' tokens and nothing else."""
+    read: list[int] = []
+    prefilled = PrefillPolicy.prefilled
+
+    def spy(policy: PrefillPolicy, tokens: int, seconds: float, *, beside: bool) -> None:
+        read.append(tokens)
+        prefilled(policy, tokens, seconds, beside=beside)
+
+    monkeypatch.setattr(PrefillPolicy, "prefilled", spy)
+    cfg = spec_config(DEMO, 8, prefill_chunk=32, prefill_overlap="auto")
+    got = answers(cfg, [*PROMPTS, *PROMPTS], together=True, max_tokens=40)
+    assert drafts()[1] > 0
+    assert sum(read) == sum(r.usage.prompt_tokens for r in got)
 
 
 def test_drafts_that_miss_change_nothing(drafts: Any) -> None:
