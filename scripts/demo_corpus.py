@@ -309,3 +309,55 @@ def corpus(
         messages, tools, reply = conversation(rng)
         out.append((render(messages, tools), reply + "<|im_end|>"))
     return out
+
+
+# Plain prompts (no chat template) that the tests give the model through /generate,
+# /v1/completions and Ollama's raw /api/generate, and the build's check scores: llama.cpp's
+# server test prompts and a few common openings. They are held out: no training text contains
+# one (scripts/train_demo.py refuses a corpus that does).
+PLAIN_PROMPTS = (
+    "Write a very long book.",
+    "Write another a poem.",
+    "What is LLM?",
+    "The sky is blue and I love it.",
+    "Write another very long music lyrics.",
+    "Write a very long joke.",
+    "I believe the meaning of life is",
+    "Once upon a time",
+    "Hello, my name is",
+    "The capital of France is",
+)
+
+
+def _opening(rng: random.Random) -> tuple[str, str | None]:
+    """A plain text's first line and its topic: a statement, a question or an ask as a user
+    would write one, a title, or words the corpus does not know."""
+    r = rng.random()
+    if r < 0.3:
+        return sentence(rng), None
+    if r < 0.65:
+        return question(rng)
+    noun = rng.choice(NOUNS)
+    if r < 0.85:  # a title, on a line of its own
+        title = rng.choice([f"The {rng.choice(ADJECTIVES)} {noun}", f"A story about a {noun}"])
+        return title + rng.choice(["\n", "\n\n", ":\n"]), noun
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = range(rng.randint(1, 4))
+    made = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 8))) for _ in words]
+    return " ".join(made).capitalize() + rng.choice([".", "?", "!", ":", ""]), None
+
+
+def plain_text(rng: random.Random) -> str:
+    """A plain text, no template: an opening line, then two to eight sentences of the corpus's
+    words, then the end token. Trained on all its tokens, it teaches the model to continue text
+    that is not a chat, and to end it only after some sentences."""
+    opening, topic = _opening(rng)
+    body = [sentence(rng, topic if i == 0 else None) for i in range(rng.randint(2, 8))]
+    breaks = "" if opening.endswith("\n") else rng.choice([" ", " ", " ", "\n", "\n\n"])
+    return opening + breaks + rng.choice([" ", "\n"]).join(body) + "<|im_end|>"
+
+
+def plain_corpus(n: int, seed: int) -> list[str]:
+    """``n`` plain texts (:func:`plain_text`)."""
+    rng = random.Random(seed)
+    return [plain_text(rng) for _ in range(n)]
