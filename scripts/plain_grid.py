@@ -1,8 +1,9 @@
 """Which last phase teaches the demo model plain continuation and keeps what it does? Starts
 from a build's trained weights before any plain phase (a ``scripts/build_model.py`` run with
-``KEEP_HF_DIR=1`` and no ``--plain``: its folder holds ``hf/`` and ``training.json``), runs the
-plain phase of ``--plain SHARE --plain-steps N --plain-lr LR`` for each candidate, exports it
-with the build's own builder call and runs the build's check (scripts/demo_check.py).
+``KEEP_HF_DIR=1``: its folder holds ``training.json`` and ``hf-main/``, the weights before its
+plain phase, or ``hf/`` if it had none), runs the plain phase of ``--plain SHARE --plain-steps
+N --plain-lr LR`` for each candidate, exports it with the build's own builder call and runs the
+build's check (scripts/demo_check.py).
 
 The phase is the build's own (scripts/train_demo.py's ``plain_phase`` on the same examples,
 regenerated from the record's recipe), so a full build with the same options gives the same
@@ -35,8 +36,9 @@ def candidate(
     from transformers import AutoTokenizer, MistralForCausalLM
 
     record = json.loads((base / "training.json").read_text())
-    tok = AutoTokenizer.from_pretrained(base / "hf")
-    model = MistralForCausalLM.from_pretrained(base / "hf")
+    weights = base / "hf-main" if (base / "hf-main").is_dir() else base / "hf"
+    tok = AutoTokenizer.from_pretrained(weights)
+    model = MistralForCausalLM.from_pretrained(weights)
     data, _ = training_data(
         tok, DEMO_TEMPLATE, seed=record["seed"], chat_turns=turns[0], agent_turns=turns[1],
         agent_lines=tuple(record["agent_lines"]), agent_max_tokens=record["agent_max_tokens"],
