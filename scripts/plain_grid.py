@@ -28,23 +28,36 @@ from scripts.demo_check import check
 from scripts.train_demo import plain_phase, training_data
 
 
-def candidate(
-    base: Path, turns: tuple[int, int], steps: int, share: float, lr: float, out: Path
-) -> dict[str, Any]:
-    """The plain phase on ``base``'s weights, exported into ``out`` and checked. ``turns``: the
+def base_turns(base: Path, turns: tuple[int, int]) -> tuple[Any, list[Any], dict[str, Any]]:
+    """The tokenizer, the main phase's examples and the record of ``base``. ``turns``: the
     recipe's --chat-turns and --agent-turns (the record counts the turns kept, not asked for)."""
-    from transformers import AutoTokenizer, MistralForCausalLM
+    from transformers import AutoTokenizer
 
     record = json.loads((base / "training.json").read_text())
-    weights = base / "hf-main" if (base / "hf-main").is_dir() else base / "hf"
-    tok = AutoTokenizer.from_pretrained(weights)
-    model = MistralForCausalLM.from_pretrained(weights)
+    tok = AutoTokenizer.from_pretrained(weights(base))
     data, _ = training_data(
         tok, DEMO_TEMPLATE, seed=record["seed"], chat_turns=turns[0], agent_turns=turns[1],
         agent_lines=tuple(record["agent_lines"]), agent_max_tokens=record["agent_max_tokens"],
         copying=record["copying"], copy_depth=record["copy_depth"],
         agent_tools=record["agent_tools"], made_up=record["made_up"], window=record["window"],
     )  # fmt: skip
+    return tok, data, record
+
+
+def weights(base: Path) -> Path:
+    return base / "hf-main" if (base / "hf-main").is_dir() else base / "hf"
+
+
+def candidate(
+    base: Path, tok: Any, data: list[Any], record: dict[str, Any], plain: tuple[int, float, float],
+    out: Path,
+) -> dict[str, Any]:  # fmt: skip
+    """The plain phase (steps, share, peak learning rate) on ``base``'s weights, exported into
+    ``out`` and checked."""
+    from transformers import MistralForCausalLM
+
+    steps, share, lr = plain
+    model = MistralForCausalLM.from_pretrained(weights(base))
     started = time.monotonic()
     run = plain_phase(
         model, tok, data, share=share, steps=steps, lr=lr, seed=record["seed"],
@@ -88,11 +101,12 @@ def main() -> None:
     ap.add_argument("--agent-turns", type=int, default=12000, help="the base recipe's")
     args = ap.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as scripts/build_model.py
+    tok, data, record = base_turns(args.base, (args.chat_turns, args.agent_turns))
     for spec in args.tries:
         steps, share, lr = spec.split(",")
         out = args.out / f"s{steps}-p{share}-lr{lr}"
-        turns = (args.chat_turns, args.agent_turns)
-        result = candidate(args.base, turns, int(steps), float(share), float(lr), out)
+        plain = (int(steps), float(share), float(lr))
+        result = candidate(args.base, tok, data, record, plain, out)
         (out / "grid.json").write_text(json.dumps(result, indent=1) + "\n")
         print(json.dumps(result, indent=1), flush=True)
 
