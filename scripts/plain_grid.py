@@ -18,14 +18,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from scripts.build_model import DEMO_TEMPLATE, run_builder
-from scripts.demo_check import check
-from scripts.train_demo import plain_phase, training_data
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from scripts.build_model import DEMO_TEMPLATE, run_builder  # noqa: E402
+from scripts.demo_check import check  # noqa: E402
+from scripts.train_demo import plain_phase, training_data  # noqa: E402
 
 
 def base_turns(base: Path, turns: tuple[int, int]) -> tuple[Any, list[Any], dict[str, Any]]:
