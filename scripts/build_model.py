@@ -335,7 +335,7 @@ def build(
 RECIPE = (
     "lr", "copying", "copy_steps", "chat_turns", "agent_turns", "batch_tokens", "window",
     "agent_lines", "agent_max_tokens", "copy_depth", "agent_tools", "made_up", "context",
-    "plain", "plain_steps", "plain_lr",
+    "plain", "plain_steps", "plain_lr", "plain_mlp_only",
 )  # fmt: skip
 
 
@@ -454,6 +454,12 @@ def main() -> None:
     )
     ap.add_argument(
         "--plain-lr", type=float, default=None, help="the last phase's peak learning rate (--lr)"
+    )
+    ap.add_argument(
+        "--plain-mlp-only",
+        action="store_true",
+        help="the last phase trains the last layer's MLP alone: the attention (the copying) and"
+        " the embeddings stay as the main phase left them",
     )
     args = ap.parse_args()
     # On a shared machine, torch's OpenMP threads spinning at each op's barrier wait for a

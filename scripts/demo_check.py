@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts.agent_corpus import agent_corpus
-from scripts.demo_corpus import PLAIN_PROMPTS
+from scripts.plain_corpus import PLAIN_PROMPTS
 from scripts.train_demo import HELD_OUT_SEED_OFFSET, held_out, renderer
 
 LONG_CHECK_LINES = (150, 1500)  # the check's agent prompts: about 2,000 to 17,000 tokens

@@ -2,8 +2,8 @@
 from a build's trained weights before any plain phase (a ``scripts/build_model.py`` run with
 ``KEEP_HF_DIR=1``: its folder holds ``training.json`` and ``hf-main/``, the weights before its
 plain phase, or ``hf/`` if it had none), runs the plain phase of ``--plain SHARE --plain-steps
-N --plain-lr LR`` for each candidate, exports it with the build's own builder call and runs the
-build's check (scripts/demo_check.py).
+N --plain-lr LR`` (and ``--plain-mlp-only``) for each candidate, exports it with the build's own
+builder call and runs the build's check (scripts/demo_check.py).
 
 The phase is the build's own (scripts/train_demo.py's ``plain_phase`` on the same examples,
 regenerated from the record's recipe), so a full build with the same options gives the same
@@ -54,19 +54,20 @@ def weights(base: Path) -> Path:
 
 
 def candidate(
-    base: Path, tok: Any, data: list[Any], record: dict[str, Any], plain: tuple[int, float, float],
+    base: Path, tok: Any, data: list[Any], record: dict[str, Any],
+    plain: tuple[int, float, float, bool],
     out: Path,
 ) -> dict[str, Any]:  # fmt: skip
     """The plain phase (steps, share, peak learning rate) on ``base``'s weights, exported into
     ``out`` and checked."""
     from transformers import MistralForCausalLM
 
-    steps, share, lr = plain
+    steps, share, lr, mlp_only = plain
     model = MistralForCausalLM.from_pretrained(weights(base))
     started = time.monotonic()
     run = plain_phase(
         model, tok, data, share=share, steps=steps, lr=lr, seed=record["seed"],
-        batch=record["batch"], batch_tokens=record["batch_tokens"],
+        batch=record["batch"], batch_tokens=record["batch_tokens"], mlp_only=mlp_only,
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         hf = Path(tmp) / "hf"
@@ -82,6 +83,7 @@ def candidate(
         "plain_steps": steps,
         "plain": share,
         "plain_lr": lr,
+        "plain_mlp_only": mlp_only,
         "plain_texts": run["texts"],
         "final_loss": run["curve"][-1][1],
         "seconds": round(time.monotonic() - started, 1),
@@ -99,7 +101,7 @@ def main() -> None:
         dest="tries",
         action="append",
         required=True,
-        help="STEPS,SHARE,LR of a candidate plain phase (repeatable)",
+        help="STEPS,SHARE,LR[,mlp] of a candidate plain phase (repeatable; mlp: --plain-mlp-only)",
     )
     ap.add_argument("--out", type=Path, required=True, help="one exported folder per candidate")
     ap.add_argument("--chat-turns", type=int, default=12000, help="the base recipe's")
@@ -108,9 +110,9 @@ def main() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as scripts/build_model.py
     tok, data, record = base_turns(args.base, (args.chat_turns, args.agent_turns))
     for spec in args.tries:
-        steps, share, lr = spec.split(",")
-        out = args.out / f"s{steps}-p{share}-lr{lr}"
-        plain = (int(steps), float(share), float(lr))
+        steps, share, lr, *mlp = spec.split(",")
+        out = args.out / f"s{steps}-p{share}-lr{lr}{'-mlp' if mlp else ''}"
+        plain = (int(steps), float(share), float(lr), mlp == ["mlp"])
         result = candidate(args.base, tok, data, record, plain, out)
         (out / "grid.json").write_text(json.dumps(result, indent=1) + "\n")
         print(json.dumps(result, indent=1), flush=True)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from scripts.agent_corpus import agent_corpus, copy_corpus
-from scripts.demo_corpus import PLAIN_PROMPTS, corpus, plain_corpus
+from scripts.demo_corpus import corpus
+from scripts.plain_corpus import PLAIN_PROMPTS, plain_corpus
 
 TRAIN_CONVERSATIONS = 12000
 AGENT_CONVERSATIONS = 0  # agent-shaped turns (scripts/agent_corpus.py), PoSE positions
@@ -112,9 +113,11 @@ def train(
     seed: int,
     pad_id: int,
     log_every: int = 50,
+    only: str = "",
 ) -> dict[str, Any]:
-    """Train in place; returns the loss curve: the replies' mean token loss per ``log_every``
-    steps (prompt tokens count too, with weight PROMPT_WEIGHT, but are not in the curve)."""
+    """Train in place (with ``only``, the parameters whose names start with it, the others
+    frozen); returns the loss curve: the replies' mean token loss per ``log_every`` steps
+    (prompt tokens count too, with weight PROMPT_WEIGHT, but are not in the curve)."""
     import torch
 
     torch.manual_seed(seed)
@@ -125,7 +128,10 @@ def train(
     rng = random.Random(seed)
     model.to(DEVICE)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
+    for name, param in model.named_parameters():
+        param.requires_grad_(name.startswith(only))
+    trained = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trained, lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
     warmup = max(1, steps // 20)
 
     def schedule(step: int) -> float:
@@ -169,7 +175,7 @@ def train(
         loss = (nll.detach() * r).sum() / r.sum()  # what is logged: the replies' loss
         opt.zero_grad(set_to_none=True)
         total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trained, 1.0)
         opt.step()
         sched.step()
         window.append(float(loss))
@@ -183,6 +189,7 @@ def train(
             )
     model.to("cpu")
     model.eval()
+    model.requires_grad_(True)
     return {"curve": curve, "seconds": round(time.monotonic() - start, 1)}
 
 
@@ -284,15 +291,19 @@ def plain_phase(
     seed: int,
     batch: int,
     batch_tokens: int,
+    mlp_only: bool = False,
 ) -> dict[str, Any]:
     """The last phase: ``steps`` more steps on the main phase's ``data`` with plain texts as
-    ``share`` of it, at peak learning rate ``lr`` (warm-up then cosine, fresh AdamW). Returns
-    the run (curve, seconds) and how many plain texts it had."""
+    ``share`` of it, at peak learning rate ``lr`` (warm-up then cosine, fresh AdamW); with
+    ``mlp_only``, of the last layer's MLP alone: the attention (the copying) and the embeddings
+    stay as the main phase left them. Returns the run (curve, seconds) and how many plain texts
+    it had."""
     plain = plain_data(tok, share, len(data), seed)
     print(f"plain phase: {len(plain):,} plain texts beside {len(data):,} turns", flush=True)
+    only = f"model.layers.{model.config.num_hidden_layers - 1}.mlp." if mlp_only else ""
     run = train(
         model, data + plain, steps=steps, batch=batch, lr=lr, seed=seed,
-        pad_id=tok.pad_token_id, batch_tokens=batch_tokens,
+        pad_id=tok.pad_token_id, batch_tokens=batch_tokens, only=only,
     )  # fmt: skip
     return {**run, "texts": len(plain)}
 
@@ -321,15 +332,17 @@ def make_trained_hf_folder(
     plain: float = 0.0,
     plain_steps: int = 0,
     plain_lr: float | None = None,
+    plain_mlp_only: bool = False,
     keep_main: Path | None = None,
 ) -> dict[str, Any]:
     """Tokenizer, model and training: the builder's input in ``hf_dir``. Returns the record of
     the run (seed, steps, loss curve, seconds). ``chat_turns`` of the chat corpus, plus
     ``agent_turns`` agent-shaped ones (long system prompts, PoSE positions) when not 0. With
     ``plain``, that share of plain texts: in a last phase of ``plain_steps`` steps at
-    ``plain_lr`` (default ``lr``) beside the main phase's turns, or without ``plain_steps``
-    among the main phase's turns. ``keep_main``: where to save the weights before the last phase
-    too (scripts/plain_grid.py tries other last phases on them)."""
+    ``plain_lr`` (default ``lr``) beside the main phase's turns, training only the last layer's
+    MLP with ``plain_mlp_only``, or without ``plain_steps`` among the main phase's turns.
+    ``keep_main``: where to save the weights before the last phase too (scripts/plain_grid.py
+    tries other last phases on them)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -397,7 +410,7 @@ def make_trained_hf_folder(
             tok.save_pretrained(keep_main)
         last = plain_phase(
             model, tok, data, share=plain, steps=plain_steps, lr=plain_lr or lr, seed=seed,
-            batch=batch, batch_tokens=batch_tokens,
+            batch=batch, batch_tokens=batch_tokens, mlp_only=plain_mlp_only,
         )  # fmt: skip
     model.save_pretrained(hf_dir)
     tok.save_pretrained(hf_dir)
@@ -421,6 +434,7 @@ def make_trained_hf_folder(
         "plain_texts": last["texts"] if last else len(mixed),
         "plain_steps": plain_steps,
         "plain_lr": (plain_lr or lr) if last else None,
+        "plain_mlp_only": plain_mlp_only,
         "context": params["max_position_embeddings"],
         "copy_curve": copy_run["curve"] if copy_run else None,
         "train_seconds": run["seconds"],

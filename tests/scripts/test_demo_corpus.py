@@ -9,7 +9,8 @@ import pytest
 
 from scripts.agent_corpus import agent_corpus, copy_corpus
 from scripts.build_model import DEMO_TEMPLATE
-from scripts.demo_corpus import PLAIN_PROMPTS, corpus, plain_corpus
+from scripts.demo_corpus import corpus
+from scripts.plain_corpus import PLAIN_PROMPTS, plain_corpus
 from scripts.train_demo import held_out_of, renderer
 
 pytestmark = pytest.mark.unit
