@@ -18,13 +18,16 @@ from fastapi import FastAPI
 from backends.config import service_configs
 from backends.core.model_service import ModelService
 from backends.core.registry import ModelRegistry
+from backends.engine.kv_events import KVEventPublisher, host_address
 from metrics.prometheus import ServerMetrics
+from metrics.responses_store import ResponseStoreCollector
 from routes.anthropic import router as anthropic
 from routes.audio import router as audio
 from routes.embeddings import router as embeddings
 from routes.http.auth import install_auth_and_cors
 from routes.http.body_limit import BodyLimitMiddleware
 from routes.http.errors import install_error_handlers
+from routes.http.memory import TrimWhenIdle, limit_arenas
 from routes.http.request_ids import RequestIdMiddleware
 from routes.http.sse import document_event_schemas
 from routes.native import generate
@@ -77,6 +80,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         except Exception:  # /healthz reports "error"; the registry logged why
             pass
 
+    kv_events: KVEventPublisher | None = app.state.kv_events
+    if kv_events is not None:
+        kv_events.start()  # before the models: they publish from their first step
     # Load in the background so /healthz can answer "loading" meanwhile.
     loading = asyncio.create_task(load())
     try:
@@ -86,6 +92,20 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             loading.cancel()
         await models.stop()
         app.state.responses.close()
+        if kv_events is not None:
+            kv_events.close()  # after the models' last AllBlocksCleared
+
+
+def kv_event_publisher(settings: Settings) -> KVEventPublisher | None:
+    """The KV-event publisher GENAI_KV_EVENTS_ENDPOINT asks for (its socket opens in the
+    lifespan), each model on its own topic."""
+    server = settings.server
+    if not server.kv_events_endpoint:
+        return None
+    host = host_address() if not server.pod_ip else server.pod_ip
+    return KVEventPublisher(
+        server.kv_events_endpoint, lambda model: server.kv_events_topic_for(model, host)
+    )
 
 
 def create_app(
@@ -101,15 +121,18 @@ def create_app(
         lifespan=lifespan,
     )
     metrics = ServerMetrics()
+    kv_events = kv_event_publisher(settings)
     if isinstance(models, ModelService):
         models = ModelRegistry([models], metrics)
     elif models is None:
         configs = service_configs(served_model_fields(settings), settings.server.limits())
-        models = ModelRegistry.from_configs(configs, metrics)
+        models = ModelRegistry.from_configs(configs, metrics, kv_events)
     app.state.settings = settings
+    app.state.kv_events = kv_events
     app.state.models = models
     app.state.metrics = metrics
     app.state.responses = open_store(settings.server)  # closed when the lifespan ends
+    metrics.registry.register(ResponseStoreCollector(app.state.responses))
     install_error_handlers(app)
     app.include_router(native.router)
     app.include_router(ops.router)
@@ -131,5 +154,7 @@ def create_app(
     )
     anthropic.install(app)  # its routes, and its error shape around auth and the body limits
     ollama.install(app, web_ui=settings.server.web_ui)  # the same, for /api/*
-    app.add_middleware(RequestIdMiddleware)  # outermost: 401s and CORS answers get an id too
+    app.add_middleware(RequestIdMiddleware)  # 401s and CORS answers get an id too
+    app.add_middleware(TrimWhenIdle)  # outermost: it sees every request end, refused ones too
+    limit_arenas()  # before the models' threads start (their loading is the lifespan's)
     return app

@@ -194,6 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app_onnx_genai import create_app
 
     app = create_app(settings)
+    if app.state.kv_events is not None:
+        try:  # here, so that an endpoint in use is one line, as a port in use is
+            app.state.kv_events.start()
+        except StartupError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     server = settings.server
     config = uvicorn.Config(
         app,

@@ -7,8 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from backends.types import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, Speculative
+
 SchedulerName = Literal["auto", "generator", "engine", "batch"]
 SCHEDULERS: tuple[str, ...] = get_args(SchedulerName)
+# n-gram speculation when GENAI_SPECULATIVE_TOKENS is not set: the batch engine's own
+# (docs/speculation.md, "The default"); og's n-gram on the generator only when asked for.
+SPECULATIVE_TOKENS_BY_SCHEDULER = {"batch": 0, "generator": 0, "engine": 0}
 # Where the sampling a request leaves out comes from: the model's folder, or each door's own
 # documented default.
 SamplingDefaultsName = Literal["model", "api"]
@@ -32,6 +37,11 @@ class ModelConfig:
     kv_cache_mib: float | None = 1024.0  # batch strategy: KV memory; None: all max_length
     prefix_share_min: int = 32  # batch: shortest prefix copied across sessions; 0: no sharing
     prefix_store_mib: float = 512.0  # batch: host-RAM store of given-up rows' KV; 0: none
+    # n-gram speculation: most draft tokens a sequence verifies at once (0: off; None: the
+    # scheduler's default, SPECULATIVE_TOKENS_BY_SCHEDULER), and the n-gram lengths looked up
+    speculative_tokens: int | None = None
+    prompt_lookup_min: int = PROMPT_LOOKUP_MIN
+    prompt_lookup_max: int = PROMPT_LOOKUP_MAX
     tool_parser: str = "auto"  # "auto" (from the template), "none", or a parser's name
     reasoning_parser: str = "auto"  # likewise
     adapters: Mapping[str, Path] = field(default_factory=dict)  # LoRA: served name -> file
@@ -42,6 +52,13 @@ class ModelConfig:
     max_inputs: int = 512  # inputs (texts, documents, pairs) one request may hold
     batch_tokens: int = 8192  # padded tokens one encoder batch may hold
     batch_wait_ms: float = 2.0  # how long a batch waits for requests being tokenized
+
+    def speculative(self, scheduler: str) -> Speculative:
+        """The server's n-gram speculation settings for sequences run by ``scheduler``."""
+        tokens = self.speculative_tokens
+        if tokens is None:
+            tokens = SPECULATIVE_TOKENS_BY_SCHEDULER.get(scheduler, 0)
+        return Speculative(tokens, self.prompt_lookup_min, self.prompt_lookup_max)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Images a client sent, checked and decoded before any model sees them.
 
 A security boundary: the bytes come from anyone. Pillow reads the header first (format and
-size: a decompression bomb is refused before its pixels are allocated), then decodes the
+size: an image over the pixel cap, a decompression bomb, is a 413 before its pixels are
+allocated, whatever its size: Pillow's own guard is set from the cap), then decodes the
 whole image; only then does the model get it, re-encoded as a PNG of the decoded RGB pixels.
 onnxruntime-genai's own decoder (onnxruntime-extensions) ends the whole process on some
 malformed files (libjpeg's "Not a JPEG file" calls exit()), so it never sees the client's bytes.
@@ -43,6 +44,9 @@ def decode_image(data: bytes, param: str, limits: ImageLimits) -> ImageInput:
         )
     if not data:
         raise InvalidRequest(f"{param}: the image is empty.", param=param)
+    # Pillow's decompression-bomb guard, from our cap: it warns (an error here) past the cap
+    # and raises past twice the cap, as the header is read and again for a later frame.
+    Image.MAX_IMAGE_PIXELS = limits.max_pixels
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -58,7 +62,13 @@ def decode_image(data: bytes, param: str, limits: ImageLimits) -> ImageInput:
                     raise InvalidRequest(f"{param}: the image has no pixels.", param=param)
                 img.seek(0)  # an animation: its first frame
                 rgb = img.convert("RGB")
-    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning):
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise PayloadTooLarge(
+            f"{param}: the image has more than {limits.max_pixels} pixels (width x height); "
+            f"at most {limits.max_pixels} pixels are accepted.",
+            param=param,
+        ) from None
+    except UnidentifiedImageError:
         raise InvalidRequest(
             f"{param}: the data is not an image in a supported format "
             f"({', '.join(f.lower() for f in IMAGE_FORMATS)}).",

@@ -15,6 +15,9 @@ CancelCause = Literal["client", "admin", "shutdown"]
 GuidanceKind = Literal["json_schema", "regex", "lark_grammar"]
 
 SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int
+# Tokens per KV block: the batch engine's prefix store and KV events cut prompts into these,
+# and /metrics reports it (vllm:cache_config_info) for the gateway's prefix-aware routing.
+KV_BLOCK_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,51 @@ class CallGrammar:
     trigger_token: int | None = None
 
 
+# n-gram (prompt-lookup) speculation: the n-gram lengths looked up, as vLLM's
+# ``prompt_lookup_min``/``prompt_lookup_max``, by default.
+PROMPT_LOOKUP_MIN = 2
+PROMPT_LOOKUP_MAX = 4
+# The draft bound of a request that asks for speculation without one, on a server with it off
+# (the bound docs/speculation.md measured).
+ASKED_DRAFT_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """n-gram speculation's settings: at most ``tokens`` drafted per verify run (0: off),
+    drafted from the longest n-gram of ``lookup_min`` to ``lookup_max`` tokens that ends the
+    sequence and stood before in it. A request's override leaves ``None`` where the server's
+    setting applies (:meth:`over`); one that leaves ``tokens`` out asks for speculation, with
+    the server's bound, or :data:`ASKED_DRAFT_TOKENS` where the server has it off."""
+
+    tokens: int | None = None
+    lookup_min: int | None = None
+    lookup_max: int | None = None
+
+    def over(self, server: Speculative) -> Speculative:
+        """This override over the ``server``'s settings, every field set. A lookup bound given
+        alone moves the other one where it would cross it (vLLM sets the other one equal)."""
+        lo = self.lookup_min if self.lookup_min is not None else server.lookup_min
+        hi = self.lookup_max if self.lookup_max is not None else server.lookup_max
+        lo, hi = lo or PROMPT_LOOKUP_MIN, hi or PROMPT_LOOKUP_MAX
+        if self.lookup_max is None:
+            hi = max(hi, lo)
+        else:
+            lo = min(lo, hi)
+        tokens = self.tokens if self.tokens is not None else server.tokens or ASKED_DRAFT_TOKENS
+        return Speculative(tokens, lo, hi)
+
+    @property
+    def on(self) -> bool:
+        """Settings: whether a sequence speculates."""
+        return bool(self.tokens)
+
+    @property
+    def asks(self) -> bool:
+        """An override: whether it asks for speculation (a bound unset, or above 0)."""
+        return self.tokens != 0
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to pick tokens. ``temperature == 0`` means greedy decoding.
@@ -41,6 +89,7 @@ class SamplingParams:
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k cut
+    min_p: float = 0.0  # 0: no min-p cut (tokens below min_p × the likeliest's probability)
     seed: int | None = None
     min_new_tokens: int = 0  # EOS is suppressed until this many tokens were generated
     repetition_penalty: float = 1.0
@@ -55,6 +104,8 @@ class SamplingParams:
     num_beams: int = 1
     length_penalty: float = 1.0
     early_stopping: bool = True
+    # n-gram speculation: the request's override of the server's settings (None: theirs).
+    speculative: Speculative | None = None
 
     @property
     def greedy(self) -> bool:
@@ -130,11 +181,41 @@ class PrefixStoreStats:
 
 
 @dataclass(frozen=True)
+class KVUsage:
+    """How much of a model's KV cache its running sequences hold, as its strategy counts it
+    on the owner thread after each step (docs/deployment.md, "Routing across replicas", says
+    what each strategy counts). ``block_tokens`` is the block the KV events and the prefix
+    store cut prompts into."""
+
+    held_tokens: int = 0
+    capacity_tokens: int = 0
+    block_tokens: int = KV_BLOCK_TOKENS
+
+    @property
+    def fraction(self) -> float:
+        """Held ÷ capacity, from 0 to 1 (0 while nothing is known)."""
+        if self.capacity_tokens <= 0:
+            return 0.0
+        return min(1.0, self.held_tokens / self.capacity_tokens)
+
+    def __add__(self, other: KVUsage) -> KVUsage:
+        return KVUsage(
+            self.held_tokens + other.held_tokens,
+            self.capacity_tokens + other.capacity_tokens,
+            self.block_tokens,
+        )
+
+
+@dataclass(frozen=True)
 class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0  # prompt tokens whose KV cache was reused
     image_tokens: int = 0  # prompt tokens that stand for images (part of prompt_tokens)
+    # n-gram speculation: tokens drafted and verified, those taken, and the verify runs
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    verify_runs: int = 0
 
 
 @dataclass(frozen=True)
@@ -168,12 +249,13 @@ class ImageInput:
 
 @dataclass(frozen=True)
 class ImageSource:
-    """An image part as a door found it, not yet loaded: inline bytes, or a URL to fetch
-    (``data:`` URLs are inline bytes by the time they get here)."""
+    """An image part as a door found it, not yet loaded: inline bytes, base64 text, or a URL
+    (a ``data:`` URL's bytes are read by the door's loader, a remote one fetched)."""
 
     param: str
     data: bytes | None = field(default=None, repr=False)
     url: str | None = None
+    b64: str | None = field(default=None, repr=False)  # base64 bytes as sent (Ollama's images)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,10 @@ def _ints(s: str) -> list[int]:
     return [int(x) for x in s.split(",") if x]
 
 
+def _names(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -100,6 +104,37 @@ def main(argv: list[str] | None = None) -> int:
     )
     b.add_argument("--out", type=Path, help="write budget.json and budget.md here")
 
+    sp = sub.add_parser(
+        "spec", help="n-gram speculation: ours on/off, og's n-gram, llama-server's, per workload"
+    )
+    sp.add_argument("--workloads", type=_names, default=["edit", "diff", "free", "copy"])
+    sp.add_argument("--conditions", type=_names, default=["greedy", "seeded"])
+    sp.add_argument("--concurrency", type=_ints, default=[1, 2, 4])
+    sp.add_argument("--rounds", type=int, default=3)
+    sp.add_argument("--requests", type=int, default=8, help="requests per level and round")
+    sp.add_argument("--max-tokens", type=int, default=160)
+    sp.add_argument("--equality", type=int, default=0, help="prompts for the equality check")
+    sp.add_argument(
+        "--llama-server", type=Path, help="a built llama-server: adds its arms (none, n-gram)"
+    )
+    sp.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        help="NAME:A=1[,B=2] our server's settings, or NAME:llama:ARGS llama-server's, with "
+        "@1,2 for the levels it runs (default: off, on, og's n-gram at 1, llama-server's "
+        "with --llama-server); the first is the baseline",
+    )
+    sp.add_argument(
+        "--threads", type=int, help="intra-op threads of every server (default: every CPU)"
+    )
+    sp.add_argument(
+        "--together",
+        action="store_true",
+        help="run the arms of a level at the same time (same outside load), not in turn",
+    )
+    sp.add_argument("--out", type=Path, help="write spec.json and spec.md here")
+
     rp = sub.add_parser("report", help="redo results.md and the plots from a results.json")
     rp.add_argument("folder", type=Path)
 
@@ -111,9 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "profile")
 
     st = sub.add_parser("steps", help="the batch decoder's step time against its row count")
-    st.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
+    st.add_argument(
+        "--shape", default="smollm2-135m", choices=["demo", "smollm2-135m", "qwen2.5-0.5b"]
+    )
     st.add_argument("--rows", type=_ints, default=[1, 2, 4, 8])
     st.add_argument("--threads", type=int, default=2)
+    st.add_argument("--verify", type=int, default=0, help="also batch-1 runs of 1+k, k<=this")
 
     ov = sub.add_parser("overlap", help="decode steps beside a prefill, by thread split")
     ov.add_argument("--threads", type=int, default=2)
@@ -223,6 +261,28 @@ def main(argv: list[str] | None = None) -> int:
         print(table)
         return 0
 
+    if args.cmd == "spec":
+        from bench.spec import default_arms, parse_arm, run_spec
+
+        arms = [parse_arm(a) for a in args.arm] or default_arms(args.llama_server is not None)
+        print(
+            run_spec(
+                arms,
+                tuple(args.workloads),
+                tuple(args.conditions),
+                tuple(args.concurrency),
+                args.rounds,
+                args.requests,
+                args.max_tokens,
+                args.equality,
+                args.llama_server,
+                args.out,
+                args.threads,
+                args.together,
+            )
+        )
+        return 0
+
     if args.cmd == "embed":
         from bench.embed import EmbedConfig
         from bench.embed import run as run_embed
@@ -278,10 +338,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "steps":
-        from bench.models import ensure_models
+        from bench.models import DEMO, ensure_models
         from bench.steps import steps
 
-        print(steps(ensure_models(args.shape)["int4"], args.rows, args.threads))
+        folder = DEMO if args.shape == "demo" else ensure_models(args.shape)["int4"]
+        print(steps(folder, args.rows, args.threads, verify=args.verify))
         return 0
 
     from bench.loadgen import Client, RequestSpec, run_load

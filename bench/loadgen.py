@@ -271,6 +271,8 @@ class Client:
                 res.prompt_tokens = int(m["input_tokens"])
                 return ""
             return str(event.get("token", ""))
+        if isinstance(event.get("metrics"), dict):  # this server's timing, on the last chunk
+            res.server = event["metrics"]
         if event.get("usage"):
             res.output_tokens = int(event["usage"].get("completion_tokens", 0))
             res.prompt_tokens = int(event["usage"].get("prompt_tokens", 0))

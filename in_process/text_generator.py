@@ -27,7 +27,7 @@ from backends.core.handle import ChoiceResult, RequestHandle, Result
 from backends.core.registry import make_service
 from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt, json_schema_guidance
 from backends.models.sampling import DEFAULTED_FIELDS
-from backends.types import GeneratedToken, SamplingParams
+from backends.types import GeneratedToken, SamplingParams, Speculative
 from schemas.models_file import model_fields
 from schemas.settings import Settings
 
@@ -127,6 +127,14 @@ class OnnxTextGenerator:
                 "prompt_tokens": result.usage.prompt_tokens,
                 "completion_tokens": result.usage.completion_tokens,
                 "cached_tokens": result.usage.cached_tokens,
+                **(
+                    {
+                        "drafted_tokens": result.usage.drafted_tokens,
+                        "accepted_tokens": result.usage.accepted_tokens,
+                    }
+                    if result.usage.drafted_tokens
+                    else {}
+                ),
             },
             "choices": choices,
         }
@@ -140,11 +148,12 @@ class OnnxTextGenerator:
         (rendered with the model's chat template, like /v1/chat). Options: ``max_new_tokens``,
         ``temperature`` (0 is greedy), ``stop`` (strings), ``n``, ``logprobs``,
         ``top_logprobs``, ``json_schema`` (a dict; the output is JSON matching it), and the
-        other sampling parameters by name (``top_p``, ``top_k``, ``seed``,
+        other sampling parameters by name (``top_p``, ``top_k``, ``min_p``, ``seed``,
         ``min_new_tokens``, ``repetition_penalty``, ``presence_penalty``,
-        ``frequency_penalty``, ``logit_bias``). Temperature, top_p, top_k and the repetition
-        penalty left out are the model's own defaults (GENAI_SAMPLING_DEFAULTS=api: temperature
-        0.7, no cuts, no penalty).
+        ``frequency_penalty``, ``logit_bias``), and ``speculative`` (n-gram speculation, in
+        vLLM's shape: ``{"method": "ngram", "num_speculative_tokens": 8}``). Temperature,
+        top_p, top_k and the repetition penalty left out are the model's own defaults
+        (GENAI_SAMPLING_DEFAULTS=api: temperature 0.7, no cuts, no penalty).
 
         Per token: ``{"choice", "index", "token_id", "finish_reason": None}`` (with
         ``logprobs``: also ``logprob`` and ``top_logprobs``); ``text`` may be empty (a partial
@@ -178,6 +187,15 @@ class OnnxTextGenerator:
         **options: Any,
     ) -> GenerationRequest:
         guidance = json_schema_guidance(json_schema) if json_schema is not None else None
+        asked = options.get("speculative")
+        if isinstance(asked, Mapping):  # vLLM's shape, as the HTTP doors take it
+            if asked.get("method", "ngram") != "ngram":
+                raise ValueError("speculative: only method 'ngram' is available")
+            options["speculative"] = Speculative(
+                asked.get("num_speculative_tokens"),
+                asked.get("prompt_lookup_min"),
+                asked.get("prompt_lookup_max"),
+            )
         # None, like an option left out, is the model's default (this door's own under api).
         sampling = {k: v for k, v in options.items() if v is not None or k not in DEFAULTED_FIELDS}
         params = SamplingParams(**{**API_DEFAULTS, **sampling}, guidance=guidance)

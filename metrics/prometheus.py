@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from backends.core.handle import FinishedChoice
 from backends.core.service import ServiceStats
 from backends.speech.request import TranscriptionResult
+from metrics.model_server import ModelServerCollector
 
 log = logging.getLogger("genai.requests")
 
@@ -113,6 +114,33 @@ class ServerMetrics:
         self.audio_seconds = Counter(
             "genai_audio_seconds", "Seconds of audio transcribed", model, registry=r
         )
+        # n-gram speculation (vLLM's spec_decode_num_draft_tokens, _num_accepted_tokens and
+        # _num_drafts): mean accepted length = 1 + accepted / verify runs.
+        self.draft_tokens = Counter(
+            "genai_speculative_draft_tokens",
+            "Tokens n-gram speculation drafted and the model verified",
+            model,
+            registry=r,
+        )
+        self.accepted_tokens = Counter(
+            "genai_speculative_accepted_tokens",
+            "Drafted tokens taken (each saved a decode step)",
+            model,
+            registry=r,
+        )
+        self.verify_runs = Counter(
+            "genai_speculative_verify_runs",
+            "Runs that verified a draft",
+            model,
+            registry=r,
+        )
+        self.acceptance = Gauge(
+            "genai_speculative_acceptance_rate",
+            "Accepted ÷ drafted tokens since the model was loaded (0 before any draft)",
+            model,
+            registry=r,
+        )
+        self.speculated: dict[str, tuple[int, int]] = {}  # drafted, accepted, per model
 
         self.image_tokens = Counter(
             "genai_image_prompt_tokens",
@@ -134,6 +162,8 @@ class ServerMetrics:
         self.reasons: dict[str, set[str]] = {}  # finish reasons counted, per model
         self.prefix_stores = PrefixStoreCollector()
         r.register(self.prefix_stores)
+        # The gateway's names for the pod (metrics/model_server.py), read off the same models.
+        r.register(ModelServerCollector(self.prefix_stores.sources))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -149,6 +179,7 @@ class ServerMetrics:
     def detach(self, name: str) -> None:
         """A model was unloaded: its series go (a later model of that name starts afresh)."""
         self.prefix_stores.sources.pop(name, None)
+        self.speculated.pop(name, None)
         for metric in (
             self.running,
             self.waiting,
@@ -164,6 +195,10 @@ class ServerMetrics:
             self.cached_tokens,
             self.image_tokens,
             self.audio_seconds,
+            self.draft_tokens,
+            self.accepted_tokens,
+            self.verify_runs,
+            self.acceptance,
         ):
             with contextlib.suppress(KeyError):
                 metric.remove(name)
@@ -181,6 +216,9 @@ class ServerMetrics:
 class StatsSource(Protocol):
     @property
     def model_name(self) -> str: ...
+
+    @property
+    def adapter_names(self) -> tuple[str, ...]: ...
 
     def stats(self) -> ServiceStats: ...
 
@@ -247,6 +285,16 @@ class ModelMetrics:
     def on_grammar_refused(self) -> None:
         self.m.grammar_failures.labels(self.model, "refused").inc()
 
+    def _speculated(self, drafted: int, accepted: int) -> None:
+        m, model = self.m, self.model
+        m.draft_tokens.labels(model).inc(drafted)
+        m.accepted_tokens.labels(model).inc(accepted)
+        total_drafted, total_accepted = m.speculated.get(model, (0, 0))
+        total_drafted, total_accepted = total_drafted + drafted, total_accepted + accepted
+        m.speculated[model] = (total_drafted, total_accepted)
+        if total_drafted:
+            m.acceptance.labels(model).set(total_accepted / total_drafted)
+
     def on_token(self, gap: float | None) -> None:
         if gap is not None:
             self.m.itl.labels(self.model).observe(gap)
@@ -309,6 +357,9 @@ class ModelMetrics:
         metrics.cached_tokens.labels(model).inc(finish.usage.cached_tokens)
         if finish.usage.image_tokens:
             metrics.image_tokens.labels(model).inc(finish.usage.image_tokens)
+        if finish.usage.verify_runs:
+            self._speculated(finish.usage.drafted_tokens, finish.usage.accepted_tokens)
+            metrics.verify_runs.labels(model).inc(finish.usage.verify_runs)
         log.info(
             json.dumps(
                 {
@@ -319,6 +370,14 @@ class ModelMetrics:
                     "prompt_tokens": finish.usage.prompt_tokens,
                     "cached_tokens": finish.usage.cached_tokens,
                     "completion_tokens": finish.usage.completion_tokens,
+                    **(
+                        {
+                            "drafted_tokens": finish.usage.drafted_tokens,
+                            "accepted_tokens": finish.usage.accepted_tokens,
+                        }
+                        if finish.usage.verify_runs
+                        else {}
+                    ),
                     "queue_time": round(finish.queue_time, 6),
                     "ttft": round(m.ttft, 6),
                     "tpot": round(m.tpot, 6),

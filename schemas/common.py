@@ -4,15 +4,76 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
+
+from schemas.settings import PROMPT_LOOKUP_LIMIT, SPECULATIVE_TOKENS_MAX
 
 
 class RequestModel(BaseModel):
-    """A request body: unknown fields are refused, and values are taken as the types they
-    are (no ``true`` for a number, no ``"5"`` for an integer, no ``0`` for a boolean)."""
+    """A request body: unknown fields are refused, values are taken as the types they are
+    (no ``true`` for a number, no ``"5"`` for an integer, no ``0`` for a boolean), and every
+    string in it, however deep, is Unicode text (no lone surrogate: a ``"\\ud800"`` escape
+    without its pair cannot be encoded, stored or sent back)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode_text(cls, data: Any) -> Any:
+        """Before any field is validated (another error could quote the string, and pydantic
+        cannot render a message that holds a lone surrogate); ``field`` in the error's
+        context is where it sits."""
+        found = _lone_surrogate(data)
+        if found is not None:
+            text, at, where, key = found
+            raise PydanticCustomError(
+                "not_unicode",
+                "holds a lone surrogate ({char}) at character {at}{in_key}: it is not Unicode "
+                "text (half of a pair, alone) and cannot be encoded",
+                {
+                    "field": ".".join(where),
+                    "char": f"U+{ord(text[at]):04X}",
+                    "at": at,
+                    "in_key": " in a key" if key else "",
+                },
+            )
+        return data
+
+
+def shown(value: Any) -> str:
+    """A client's value as an error message may quote it: a lone surrogate as its escape
+    (pydantic renders the message as UTF-8, and one would fail the whole answer)."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _lone_surrogate(
+    value: Any, where: tuple[str, ...] = ()
+) -> tuple[str, int, tuple[str, ...], bool] | None:
+    """(the string, the index, its place, whether it is a key) of the first lone surrogate in
+    ``value`` (strings, mapping keys and values, lists, nested), or None."""
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return value, exc.start, where, False
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _lone_surrogate(key, where)
+            if found is not None:
+                return (*found[:3], True)
+            found = _lone_surrogate(item, (*where, shown(key)))
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _lone_surrogate(item, (*where, str(i)))
+            if found is not None:
+                return found
+    return None
 
 
 SEED_MAX = 2**31 - 1  # the engine's random_seed is a 32-bit signed int (backends.types.SEED_MAX)
@@ -55,7 +116,7 @@ def _content_part(value: Any) -> Any:
         raise PydanticCustomError(
             "unsupported_part",
             "content part type '{type}' is not supported: parts are text or image_url",
-            {"type": value.get("type")},
+            {"type": shown(value.get("type"))},
         )
     if isinstance(value, dict) and isinstance(value.get("image_url"), str):
         value = {**value, "image_url": {"url": value["image_url"]}}  # the short form
@@ -109,6 +170,48 @@ class ChatMessage(RequestModel):
         return [p.image_url.url for p in self.content if isinstance(p, ImagePart)]
 
 
+class SpeculativeOptions(RequestModel):
+    """Extension: this request's n-gram (prompt-lookup) speculation, in the shape of vLLM's
+    ``speculative_config``; what it leaves out is the server's (GENAI_SPECULATIVE_TOKENS,
+    GENAI_PROMPT_LOOKUP_MIN/MAX). The answer is the one the model writes without it."""
+
+    method: Literal["ngram"] = Field(
+        "ngram", description="`ngram`: drafts from the request's own prompt and output."
+    )
+    num_speculative_tokens: int | None = Field(
+        None,
+        ge=0,
+        le=SPECULATIVE_TOKENS_MAX,
+        description="At most this many drafted tokens verified in one run; 0 turns it off.",
+    )
+    prompt_lookup_min: int | None = Field(
+        None, ge=1, le=PROMPT_LOOKUP_LIMIT, description="The shortest n-gram looked up."
+    )
+    prompt_lookup_max: int | None = Field(
+        None, ge=1, le=PROMPT_LOOKUP_LIMIT, description="The longest n-gram, tried first."
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> SpeculativeOptions:
+        lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
+        if lo is not None and hi is not None and lo > hi:
+            raise PydanticCustomError(
+                "lookup_bounds", "prompt_lookup_min must not be more than prompt_lookup_max"
+            )
+        return self
+
+
+MIN_P_DOC = (
+    "Tokens less likely than min_p times the likeliest token are cut (after temperature, before "
+    "top_k and top_p); 0 turns it off."
+)
+SPECULATIVE_DOC = (
+    "Extension: n-gram speculation for this request (vLLM's speculative_config shape): "
+    '{"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": a, '
+    '"prompt_lookup_max": b}; unset fields take the server\'s settings.'
+)
+
+
 class SamplingFields(RequestModel):
     """The sampling surface every generating route accepts."""
 
@@ -116,6 +219,7 @@ class SamplingFields(RequestModel):
     temperature: float = Field(1.0, ge=0.0, le=2.0, description=GREEDY_OR_MODEL)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=0, description="0 disables the top-k cut.")
+    min_p: float = Field(0.0, ge=0.0, le=1.0, description=MIN_P_DOC)
     min_tokens: int = Field(0, ge=0, description="EOS is suppressed until this many tokens.")
     stop: str | list[str] | None = Field(
         None,
@@ -131,6 +235,7 @@ class SamplingFields(RequestModel):
     logit_bias: dict[str, float] | None = Field(
         None, description='Token id (as a string) → bias in [-100, 100], e.g. {"50256": -100}.'
     )
+    speculative: SpeculativeOptions | None = Field(None, description=SPECULATIVE_DOC)
 
     @field_validator("stop")
     @classmethod
@@ -155,7 +260,7 @@ class SamplingFields(RequestModel):
                 raise PydanticCustomError(
                     "bad_token_id",
                     "keys must be token ids (non-negative integers), got '{key}'",
-                    {"key": key},
+                    {"key": shown(key)},
                 )
             if not -100.0 <= bias <= 100.0:
                 raise PydanticCustomError(

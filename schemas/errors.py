@@ -21,6 +21,13 @@ class ErrorResponse(BaseModel):
 def error_body(
     message: str, type_: str, *, param: str | None = None, code: str | int | None = None
 ) -> dict[str, Any]:
-    return ErrorResponse(
-        error=ErrorDetail(message=message, type=type_, param=param, code=code)
-    ).model_dump()
+    detail = ErrorDetail(message=_sendable(message), type=type_, param=_sendable(param), code=code)
+    return ErrorResponse(error=detail).model_dump()
+
+
+def _sendable(text: str | None) -> str | None:
+    """``text`` as UTF-8 can carry it: a message may quote a client's string, which may hold
+    a lone surrogate (shown as its escape, ``\\ud800``)."""
+    if text is None or text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

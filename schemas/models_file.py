@@ -31,6 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from schemas.settings import (
     MAX_KV_CACHE_MIB,
+    PROMPT_LOOKUP_LIMIT,
+    SPECULATIVE_TOKENS_MAX,
     Device,
     ModelSettings,
     ReasoningParserName,
@@ -67,6 +69,9 @@ class ModelEntry(BaseModel):
     kv_cache_mib: float | None = Field(None, gt=0, le=MAX_KV_CACHE_MIB)
     prefix_share_min: int | None = Field(None, ge=0)
     prefix_store_mib: float | None = Field(None, ge=0, le=MAX_KV_CACHE_MIB)
+    speculative_tokens: int | None = Field(None, ge=0, le=SPECULATIVE_TOKENS_MAX)
+    prompt_lookup_min: int | None = Field(None, ge=1, le=PROMPT_LOOKUP_LIMIT)
+    prompt_lookup_max: int | None = Field(None, ge=1, le=PROMPT_LOOKUP_LIMIT)
     tool_parser: ToolParserName | None = None
     reasoning_parser: ReasoningParserName | None = None
     adapters: dict[str, Path] = Field(
@@ -150,6 +155,9 @@ def model_fields(model: ModelSettings, entry: ModelEntry | None = None) -> dict[
         "kv_cache_mib": model.kv_cache_mib,
         "prefix_share_min": model.prefix_share_min,
         "prefix_store_mib": model.prefix_store_mib,
+        "speculative_tokens": model.speculative_tokens,
+        "prompt_lookup_min": model.prompt_lookup_min,
+        "prompt_lookup_max": model.prompt_lookup_max,
         "tool_parser": model.tool_parser,
         "reasoning_parser": model.reasoning_parser,
         "adapters": {},

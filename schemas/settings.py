@@ -49,7 +49,14 @@ SamplingDefaultsName = Literal["model", "api"]  # as backends.config.SamplingDef
 STEP_TOKENS_DEFAULT = 0
 # Likewise the overlapped prefill's, backends.config.ModelConfig.prefill_overlap.
 PREFILL_OVERLAP_DEFAULT = True
+# n-gram speculation's draft length bound (docs/speculation.md says how it was chosen) and
+# its n-gram lengths: backends.config.ModelConfig's, which takes the scheduler's default
+# (SPECULATIVE_TOKENS_BY_SCHEDULER) for an unset bound.
+SPECULATIVE_TOKENS_MAX = 32
+PROMPT_LOOKUP_DEFAULT = (2, 4)  # backends.types.PROMPT_LOOKUP_MIN, PROMPT_LOOKUP_MAX
+PROMPT_LOOKUP_LIMIT = 16  # the longest n-gram looked up (og's n-gram: ngram_size - 1 <= 15)
 MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
+KV_EVENT_TRANSPORTS = ("tcp://", "ipc://", "inproc://")  # what a ZMQ endpoint may start with
 
 
 def split_csv(value: str | None) -> list[str]:
@@ -193,6 +200,37 @@ class ModelSettings(BaseSettings):
         "sessions (and the store) off.",
         ge=0,
     )
+    speculative_tokens: int | None = _setting(
+        None,
+        "GENAI_SPECULATIVE_TOKENS",
+        "speculative_tokens",
+        "n-gram (prompt-lookup) speculation: at most this many tokens a sequence drafts from "
+        "its own prompt and output for the model to verify in one run (batch: while few "
+        "sequences decode; generator: onnxruntime-genai's own n-gram, at most 16); 0 turns it "
+        "off; unset: the scheduler's default (docs/speculation.md). A request may override it "
+        "(its `speculative` object).",
+        ge=0,
+        le=SPECULATIVE_TOKENS_MAX,
+    )
+    prompt_lookup_min: int = _setting(
+        PROMPT_LOOKUP_DEFAULT[0],
+        "GENAI_PROMPT_LOOKUP_MIN",
+        "prompt_lookup_min",
+        "n-gram speculation: the shortest n-gram of the sequence's end looked up in its "
+        "prompt and output (vLLM's prompt_lookup_min).",
+        ge=1,
+        le=PROMPT_LOOKUP_LIMIT,
+    )
+    prompt_lookup_max: int = _setting(
+        PROMPT_LOOKUP_DEFAULT[1],
+        "GENAI_PROMPT_LOOKUP_MAX",
+        "prompt_lookup_max",
+        "n-gram speculation: the longest n-gram looked up, tried first (vLLM's "
+        "prompt_lookup_max; the generator's onnxruntime-genai n-gram matches this length "
+        "only).",
+        ge=1,
+        le=PROMPT_LOOKUP_LIMIT,
+    )
     prefix_store_mib: float = _setting(
         512.0,
         "GENAI_PREFIX_STORE_MIB",
@@ -215,6 +253,15 @@ class ModelSettings(BaseSettings):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @model_validator(mode="after")
+    def _lookup_bounds(self) -> ModelSettings:
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise ValueError(
+                f"GENAI_PROMPT_LOOKUP_MIN ({self.prompt_lookup_min}) is more than "
+                f"GENAI_PROMPT_LOOKUP_MAX ({self.prompt_lookup_max})"
+            )
+        return self
 
 
 class ServerSettings(BaseSettings):
@@ -243,6 +290,43 @@ class ServerSettings(BaseSettings):
         "admin",
         "The /admin routes (list, cancel, profile): on when an API key is set (behind it), "
         "else off; true or false overrides.",
+    )
+    metrics_open: bool = _setting(
+        False,
+        "GENAI_METRICS_OPEN",
+        "metrics_open",
+        "/metrics without the API key, for the inference gateway's endpoint picker (it scrapes "
+        "with none); false: it needs the key when one is set.",
+    )
+    render_open: bool = _setting(
+        False,
+        "GENAI_RENDER_OPEN",
+        "render_open",
+        "The render routes (/v1/chat/completions/render, /v1/completions/render: a prompt's "
+        "token ids, nothing generated) without the API key, for the endpoint picker's token "
+        "producer (precise prefix routing); false: they need the key when one is set.",
+    )
+    kv_events_endpoint: str = _setting(
+        "",
+        "GENAI_KV_EVENTS_ENDPOINT",
+        "kv_events_endpoint",
+        "ZMQ endpoint the batch scheduler publishes KV-cache events on (llm-d's format, for "
+        "precise prefix routing): tcp://*:5557 binds it, tcp://HOST:5557 connects to it; "
+        "empty: no events.",
+    )
+    kv_events_topic: str = _setting(
+        "kv@{pod_ip}:{port}@{model}",
+        "GENAI_KV_EVENTS_TOPIC",
+        "kv_events_topic",
+        "Each model's KV-event topic: {pod_ip} is POD_IP, {port} the server's port, {model} "
+        "the model's served name.",
+    )
+    pod_ip: str = _setting(
+        "",
+        "POD_IP",
+        "pod_ip",
+        "This pod's IP (Kubernetes' status.podIP), for the KV-event topic; empty: the address "
+        "the host name resolves to.",
     )
     cors_origins: str = _setting(
         "",
@@ -386,13 +470,15 @@ class ServerSettings(BaseSettings):
         "Images one request may carry; more gets 413.",
         ge=1,
     )
-    responses_db: Path | None = _setting(
+    responses_db: str | None = _setting(
         None,
         "GENAI_RESPONSES_DB",
         "responses_db",
-        "A SQLite file for stored Responses (store: true, previous_response_id), kept across "
-        "restarts and shared by the processes of one host (on a local disk); unset: kept in "
+        "Where stored Responses (store: true, previous_response_id) are kept: a SQLite file, "
+        "kept across restarts and shared by the processes of one host (on a local disk), or a "
+        "PostgreSQL URL (postgresql://user@host/db), shared by replicas on any host; unset: in "
         "memory, per process.",
+        min_length=1,
     )
     responses_max: int = _setting(
         1000,
@@ -427,6 +513,12 @@ class ServerSettings(BaseSettings):
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
+    @field_validator("responses_db", mode="before")
+    @classmethod
+    def _path_or_url(cls, value: object) -> object:
+        # A file may be given as a path (a URL may not: Path folds its "//").
+        return str(value) if isinstance(value, os.PathLike) else value
+
     @field_validator("api_key", mode="after")
     @classmethod
     def _some_key(cls, value: SecretStr | None) -> SecretStr | None:
@@ -434,6 +526,30 @@ class ServerSettings(BaseSettings):
         if value is not None and not split_csv(value.get_secret_value()):
             raise ValueError("holds no key; give one (or several, comma-separated) or unset it")
         return value
+
+    @field_validator("kv_events_endpoint", mode="after")
+    @classmethod
+    def _zmq_endpoint(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith(KV_EVENT_TRANSPORTS):
+            raise ValueError(f"must start with one of {', '.join(KV_EVENT_TRANSPORTS)}")
+        return value
+
+    @field_validator("kv_events_topic", mode="after")
+    @classmethod
+    def _topic_fields(cls, value: str) -> str:
+        try:
+            value.format(pod_ip="", port=0, model="")
+        except (KeyError, IndexError, ValueError) as exc:
+            fields = "only {pod_ip}, {port} and {model} are filled in"
+            raise ValueError(f"{fields} ({exc!r})") from None
+        return value
+
+    def kv_events_topic_for(self, model: str, host_ip: str) -> str:
+        """The KV-event topic of ``model``; ``host_ip`` stands in for an unset POD_IP."""
+        return self.kv_events_topic.format(
+            pod_ip=self.pod_ip or host_ip, port=self.port, model=model
+        )
 
     @property
     def api_keys(self) -> list[str]:
@@ -459,6 +575,16 @@ class ServerSettings(BaseSettings):
         # uvicorn's reloader runs a single process; several workers would be ignored.
         if self.reload:
             self.workers = 1
+        return self
+
+    @model_validator(mode="after")
+    def _kv_events_from_one_worker(self) -> ServerSettings:
+        # Each worker has its own KV cache, but the picker sees one pod under one topic.
+        if self.kv_events_endpoint and self.workers > 1:
+            raise ValueError(
+                "GENAI_KV_EVENTS_ENDPOINT needs WORKERS=1: each worker holds its own KV cache, "
+                "and the endpoint picker would see them as one pod"
+            )
         return self
 
 

@@ -1,4 +1,5 @@
-"""Probe a running server from outside, for scripts/container-check.sh.
+"""Probe a running server from outside, for scripts/container-check.sh and the runtime-only
+install test (tests/test_runtime_install.py).
 
     python3 scripts/container_probe.py routes http://127.0.0.1:PORT [--page]
     python3 scripts/container_probe.py drain http://127.0.0.1:PORT -- podman stop -t 30 NAME
@@ -7,8 +8,9 @@
 is probed without editing this file), plus the playground at ``/`` with ``--page``. Routes it
 knows get a real request and a check of the answer; streaming ones are called both ways and
 must end with their protocol's final event. A route it does not know is called with an empty
-body and must answer in the error shape, never with a 5xx; a path parameter gets an id that
-does not exist (404), except the model id of ``GET /v1/models/{model_id}``.
+body and must answer in its door's error shape (Ollama's own on ``/api/``), never with a 5xx
+and never with a 404 (the route is documented); a path parameter gets an id that does not
+exist (404), except the model id of ``GET /v1/models/{model_id}``.
 
 ``drain`` starts long streams, runs the stop command once each has its first event, and checks
 that the server turned ``/readyz`` to draining while they ran and that every stream still
@@ -32,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TOKENS = 16  # per answer in `routes`: enough for every door's minimum, quick on any model
+# Server-sent events (every door but Ollama's) and Ollama's newline-delimited JSON.
+STREAM_TYPES = ("text/event-stream", "application/x-ndjson")
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class Reply:
 
     @property
     def streamed(self) -> bool:
-        return self.content_type.startswith("text/event-stream")
+        return self.content_type.startswith(STREAM_TYPES)
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -100,7 +104,11 @@ class Server:
             if not reply.streamed:
                 reply.body = resp.read()
                 return reply
-            for event in read_events(iter(resp.readline, b"")):
+            lines = iter(resp.readline, b"")
+            events: Iterator[Event] = read_events(lines)
+            if reply.content_type.startswith("application/x-ndjson"):  # a line is an event
+                events = (Event("", line.decode().strip()) for line in lines if line.strip())
+            for event in events:
                 reply.events.append(event)
                 if on_event is not None:
                     on_event(event)
@@ -175,6 +183,18 @@ DOORS: dict[str, Door] = {
     "/apply-template": Door(
         lambda m: {"messages": _hi(m)}, lambda a: isinstance(a.get("prompt"), str)
     ),
+    # Ollama's doors stream unless told not to.
+    "/api/chat": Door(
+        lambda m: {"model": m, "messages": _hi(m), "stream": False, "options": {"num_predict": 8}},
+        lambda a: a.get("done") is True and isinstance(a["message"]["content"], str),
+        final=lambda e: _data(e).get("done") is True,
+    ),
+    "/api/generate": Door(
+        lambda m: {"model": m, "prompt": "Hello", "stream": False, "options": {"num_predict": 8}},
+        lambda a: a.get("done") is True and isinstance(a.get("response"), str),
+        final=lambda e: _data(e).get("done") is True,
+    ),
+    "/api/show": Door(lambda m: {"model": m}, lambda a: isinstance(a.get("details"), dict)),
     "/admin/profiling": Door(
         lambda m: {"enabled": True, "steps": 1}, lambda a: a.get("enabled") is True
     ),
@@ -182,11 +202,15 @@ DOORS: dict[str, Door] = {
 AFTER = {"/admin/profiling": {"enabled": False}}  # undo what a probe turned on
 
 
-def is_error_shape(reply: Reply) -> bool:
+def is_error_shape(reply: Reply, path: str) -> bool:
+    """OpenAI's ``{"error": {"message": ...}}`` (Anthropic's adds a type around it), or on
+    Ollama's doors (``/api/``) Ollama's own ``{"error": "..."}``."""
     try:
         error = reply.json().get("error")
     except (ValueError, AttributeError):
         return False
+    if path.startswith("/api/") and isinstance(error, str):
+        return bool(error)
     return isinstance(error, dict) and isinstance(error.get("message"), str)
 
 
@@ -230,7 +254,7 @@ def probe_door(server: Server, report: Report, path: str, door: Door, model: str
             last = reply.events[-1]
             ok = not errors and door.final is not None and door.final(last)
             final = last.name or last.data[:40]
-            report(ok, what, f"200 SSE, {len(reply.events)} events, last {final!r}, {took}")
+            report(ok, what, f"200 stream, {len(reply.events)} events, last {final!r}, {took}")
         else:
             try:
                 ok = door.answer(reply.json())
@@ -267,7 +291,9 @@ def probe_routes(server: Server, page: bool) -> int:
                 # must be refused in the error shape, which proves the route is wired.
                 concrete = _fill(path, "no-such-id")
                 reply = server.call(method, concrete, {} if method != "DELETE" else None)
-                ok = 400 <= reply.status < 500 and is_error_shape(reply)
+                # A 404 is right only for the made-up id; else the route is not there.
+                missing = reply.status == 404 and concrete == path
+                ok = 400 <= reply.status < 500 and is_error_shape(reply, path) and not missing
                 report(
                     ok,
                     f"{method} {concrete}",

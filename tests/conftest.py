@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:
 from app_onnx_genai import create_app  # noqa: E402
 from backends.models.folder import ModelFolder, inspect_model_folder  # noqa: E402
 from schemas.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
+from tests import postgres as pg  # noqa: E402
 
 TIERS = ("unit", "model", "live")
 # The demo model's context length (genai_config.json), which refusal messages name.
@@ -193,3 +194,14 @@ def metric(text: str, name: str) -> float:
         for line in text.splitlines()
         if line.startswith(name) and not line.startswith("#")
     )
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[pg.PostgresServer]:
+    """A real PostgreSQL server for the session (tests/postgres.py); the test is skipped,
+    saying why, where none can be started."""
+    reason = pg.missing()
+    if reason is not None:
+        pytest.skip(reason)
+    with pg.postgres_server() as server:
+        yield server

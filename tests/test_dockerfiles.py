@@ -4,14 +4,14 @@ Both Dockerfiles copy the whole build context (minus .dockerignore) rather than 
 folders, so these tests read .dockerignore the way Docker does and check that every local
 module the server imports, the playground's files and the default model are in the context,
 and that the local settings file is not. Building and running the image is
-scripts/container-check.sh's job (minutes, not part of this suite).
+scripts/container-check.sh's job (.ci/run runs it where containers run); where they cannot,
+tests/test_runtime_install.py installs and runs what tests/image_recipe.py reads here.
 """
 
 from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,6 +19,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+
+from tests.image_recipe import build_context, excluded, ignore_rules, read_recipe
 
 pytestmark = pytest.mark.unit
 
@@ -59,62 +62,7 @@ def test_hadolint_passes(dockerfile: str) -> None:
     )
 
 
-# -- .dockerignore, read as Docker reads it ------------------------------------------------
-
-
-def _regex(pattern: str) -> re.Pattern[str]:
-    """A .dockerignore pattern (Go's filepath.Match plus ``**``), anchored at the context root."""
-    out, i = "", 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out, i = out + "(?:.*/)?", i + 3
-        elif pattern.startswith("**", i):
-            out, i = out + ".*", i + 2
-        elif pattern[i] == "*":
-            out, i = out + "[^/]*", i + 1
-        elif pattern[i] == "?":
-            out, i = out + "[^/]", i + 1
-        else:
-            out, i = out + re.escape(pattern[i]), i + 1
-    return re.compile(out)
-
-
-def ignore_rules(text: str) -> list[tuple[bool, re.Pattern[str]]]:
-    rules = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        negated = line.startswith("!")
-        pattern = os.path.normpath(line.removeprefix("!").strip()).lstrip("/")
-        assert "[" not in pattern, f"character classes are not read here: {line}"
-        rules.append((negated, _regex(pattern)))
-    return rules
-
-
-def excluded(path: str, rules: list[tuple[bool, re.Pattern[str]]]) -> bool:
-    """The last rule matching the path, or one of its parent folders, decides."""
-    parts = path.split("/")
-    prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
-    result = False
-    for negated, regex in rules:
-        if any(regex.fullmatch(p) for p in prefixes):
-            result = not negated
-    return result
-
-
-def build_context() -> set[str]:
-    """The files Docker sends as the build context: every file here minus .dockerignore."""
-    rules = ignore_rules((ROOT / ".dockerignore").read_text())
-    prune = not any(negated for negated, _ in rules)
-    files: set[str] = set()
-    for folder, dirs, names in os.walk(ROOT):
-        rel = Path(folder).relative_to(ROOT).as_posix()
-        prefix = "" if rel == "." else rel + "/"
-        if prune:
-            dirs[:] = [d for d in dirs if not excluded(prefix + d, rules)]
-        files.update(prefix + n for n in names if not excluded(prefix + n, rules))
-    return files
+# -- .dockerignore, read as Docker reads it (tests/image_recipe.py) ---------------------------
 
 
 def test_the_ignore_rules_read_as_docker_reads_them() -> None:
@@ -213,16 +161,33 @@ def test_the_dockerfile_copies_the_whole_context(dockerfile: str) -> None:
     assert re.search(r"^ARG BASE_IMAGE=\S+$", text, re.M), "the base image is a build argument"
 
 
-def test_the_cuda_image_can_swap_the_runtime_pins() -> None:
-    """Dockerfile.cuda turns requirements.txt's one `onnxruntime-genai==` line into
-    `onnxruntime-genai-cuda==` and its one `onnxruntime==` line into `onnxruntime-gpu==`
-    (same versions)."""
-    lines = (ROOT / "requirements.txt").read_text().splitlines()
-    cuda = (ROOT / "Dockerfile.cuda").read_text()
-    for package, gpu in (
-        ("onnxruntime-genai", "onnxruntime-genai-cuda"),
-        ("onnxruntime", "onnxruntime-gpu"),
-    ):
-        pins = [line for line in lines if re.match(rf"{package}\b(?!-)", line)]
-        assert len(pins) == 1 and pins[0].startswith(f"{package}=="), pins
-        assert f"-e 's/^{package}==/{gpu}==/'" in cuda
+def test_the_cuda_image_swaps_the_runtime_pins(tmp_path: Path) -> None:
+    """Dockerfile.cuda's own shell steps, run here: requirements.txt with its one
+    `onnxruntime-genai==` line as `onnxruntime-genai-cuda==` and its one `onnxruntime==` line
+    as `onnxruntime-gpu==` (same versions), every other line as it was."""
+    [swapped] = read_recipe("Dockerfile.cuda").prepare_install(tmp_path)
+    before = (ROOT / "requirements.txt").read_text().splitlines()
+    after = swapped.read_text().splitlines()
+    changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+    pins = {Requirement(a).name: (Requirement(b).name, b.split("==")[1]) for a, b in changed}
+    assert pins == {
+        "onnxruntime-genai": ("onnxruntime-genai-cuda", pins["onnxruntime-genai"][1]),
+        "onnxruntime": ("onnxruntime-gpu", pins["onnxruntime"][1]),
+    }
+    for a, b in changed:
+        assert a.split("==")[1] == b.split("==")[1], (a, b)
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_the_runtime_test_reads_what_the_image_installs_and_runs(dockerfile: str) -> None:
+    """tests/test_runtime_install.py stands in for the image where containers cannot run: it
+    installs and starts what this reading of the Dockerfile says. The reading must find the
+    requirement files, the served model, the app folder and a command that exists there."""
+    recipe = read_recipe(dockerfile)
+    assert recipe.copies["/tmp/requirements.txt"] == "requirements.txt"
+    assert recipe.requirement_files, "no pip install -r"
+    assert recipe.copies[recipe.env["GENAI_MODEL_DIR"]] in default_model_dirs()
+    assert recipe.app_drops == ("models",)
+    assert recipe.command[0] == "python" and (ROOT / recipe.command[1]).is_file()
+    assert recipe.healthcheck[:2] == ["python", "-c"] and "/healthz" in recipe.healthcheck[2]
+    assert {"HOST", "PORT"} <= set(recipe.env)

@@ -13,8 +13,11 @@ import httpx
 import pytest
 
 from bench.server import ROOT, clean_env, live_server
+from routes.responses.postgres_store import PostgresStore
+from routes.responses.store import StoreLimits
 from schemas.settings import env_names
 from tests.conftest import DEMO_CONTEXT
+from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 
@@ -82,6 +85,14 @@ def test_invalid_setting() -> None:
 def test_a_responses_db_that_cannot_be_opened(tmp_path: Path) -> None:
     proc = run_main(GENAI_RESPONSES_DB=str(tmp_path))  # a folder, not a file
     assert_clean_failure(proc, "Cannot open GENAI_RESPONSES_DB", str(tmp_path))
+
+
+def test_a_responses_db_laid_out_by_a_newer_server(postgres: PostgresServer) -> None:
+    url = postgres.new_database()
+    PostgresStore(url, StoreLimits(1, 1, 1.0)).close()
+    postgres.sql(url, "UPDATE genai_responses_schema SET version = 9")
+    proc = run_main(GENAI_RESPONSES_DB=url)
+    assert_clean_failure(proc, "schema version 9", "knows versions up to 1", "a newer server")
 
 
 def test_max_length_beyond_context() -> None:

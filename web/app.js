@@ -14,6 +14,8 @@ const ui = {
   maxTokens: byId("max-tokens"),
   minTokens: byId("min-tokens"),
   seed: byId("seed"),
+  minP: byId("min-p"),
+  speculative: byId("speculative"),
   system: byId("system"),
   clear: byId("clear"),
   messages: byId("messages"),
@@ -82,6 +84,7 @@ function samplingFields() {
     max_tokens: ui.maxTokens,
     min_tokens: ui.minTokens,
     seed: ui.seed,
+    min_p: ui.minP,
   };
   const chosen = {};
   for (const [name, input] of Object.entries(fields)) {
@@ -99,6 +102,10 @@ function requestBody() {
     ...samplingFields(),
   };
   if (ui.model.value) body.model = ui.model.value;
+  if (ui.speculative.value.trim() !== "") {
+    // vLLM's shape: n-gram drafts from the chat itself (0 turns the server's off)
+    body.speculative = { method: "ngram", num_speculative_tokens: Number(ui.speculative.value) };
+  }
   return body;
 }
 
@@ -149,6 +156,7 @@ async function send(text) {
 
   let reply = "";
   let finish = null;
+  let usage = null; // the last chunk's: token counts, and what speculation drafted
   let outcome = "failed";
   try {
     const response = await fetch("v1/chat/completions", {
@@ -176,7 +184,8 @@ async function send(text) {
         }
         if (choice.finish_reason) finish = choice.finish_reason;
       }
-      if (chunk.metrics) showMetrics(answer, chunk.metrics, finish);
+      if (chunk.usage) usage = chunk.usage;
+      if (chunk.metrics) showMetrics(answer, chunk.metrics, finish, usage);
     }
     outcome = "done";
   } catch (err) {
@@ -230,12 +239,20 @@ class FrameText {
 
 const ms = (seconds) => `${(seconds * 1000).toFixed(seconds < 0.01 ? 2 : 1)} ms`;
 
-function showMetrics(answer, m, finish) {
+function showMetrics(answer, m, finish, usage) {
   const stats = answer.querySelector(".stats");
   Object.assign(stats.dataset, { ttft: m.ttft, tpot: m.tpot, tokensPerSecond: m.tokens_per_second });
+  // n-gram speculation, where it drafted: the share of drafted tokens the model took
+  const drafts = usage && usage.completion_tokens_details;
+  let accepted = "";
+  if (drafts && drafts.drafted_tokens) {
+    Object.assign(stats.dataset, { drafted: drafts.drafted_tokens, accepted: drafts.accepted_tokens });
+    const rate = (100 * drafts.accepted_tokens) / drafts.drafted_tokens;
+    accepted = ` · ${rate.toFixed(0)}% of ${drafts.drafted_tokens} drafted accepted`;
+  }
   stats.textContent =
     `TTFT ${ms(m.ttft)} · TPOT ${ms(m.tpot)} · ${m.tokens_per_second.toFixed(1)} tokens/s · ` +
-    `${m.output_tokens} tokens` + (finish ? ` · ${finish}` : "");
+    `${m.output_tokens} tokens` + accepted + (finish ? ` · ${finish}` : "");
   stats.title = `request ${answer.dataset.requestId}; total ${m.total_latency.toFixed(3)} s`;
 }
 

@@ -70,7 +70,15 @@ def render_and_encode(
     """The prompt's text and tokens; ``param`` is the client's name for the prompt."""
 
     def encode(text: str) -> list[int]:
-        return [int(t) for t in tokenizer.encode(text)] if text else []
+        if not text:
+            return []
+        try:
+            return [int(t) for t in tokenizer.encode(text)]
+        except (TypeError, ValueError):  # text the core's check (backends/text.py) let through
+            raise InvalidRequest(
+                f"The {param} cannot be tokenized: the model's tokenizer refuses its text.",
+                param=param,
+            ) from None
 
     if isinstance(prompt, ChatPrompt):
         text = render_chat(templates, prompt)

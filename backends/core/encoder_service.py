@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from backends.engine.encoder.tokenize import Encoded, EncoderTokenizer
 from backends.engine.encoder.worker import EncoderWorker
 from backends.errors import ContextLengthExceeded, InvalidRequest, RequestTimedOut
 from backends.models.encoder import KINDS, EncoderSpec, detect_kind, read_model_encoder
+from backends.text import check_text
 
 Inputs = Sequence[str] | Sequence[Sequence[int]]
 QUERY_TYPES = {"query": "query", "search_query": "query", "document": "document"}
@@ -175,10 +177,12 @@ class EncoderService(ModelService):
         for i, x in enumerate(request.inputs):
             if len(x) == 0:
                 raise InvalidRequest(f"input[{i}] is empty.", param="input")
+        check_text(texts, "input", nul=False, within="input")
+        texts = [t for (t,) in _fit([(prefix + t,) for t in texts], spec, limit, False)]
 
         def prepare() -> list[Encoded]:
             if texts:
-                return tokenizer.texts([prefix + t for t in texts], limit)
+                return tokenizer.texts(texts, limit)
             if prefix:
                 raise InvalidRequest(
                     "A named prompt cannot be applied to token ids; send text.",
@@ -207,7 +211,10 @@ class EncoderService(ModelService):
                 raise InvalidRequest("The query is empty.", param="query")
             if not document:
                 raise InvalidRequest(f"Document {i} is empty.", param="documents")
+        check_text(list(dict.fromkeys(q for q, _ in pairs)), "query", nul=False, within="query")
+        check_text([d for _, d in pairs], "documents", nul=False, within="document")
         limit = _limit(truncate, spec.max_length)
+        pairs = _fit(pairs, spec, limit, True)
         logits, tokens = await self._run(
             request_id, len(pairs), lambda: tokenizer.pairs(pairs, limit), spec
         )
@@ -317,6 +324,32 @@ def _limit(truncate: int | None, max_length: int) -> int | None:
             param="truncate_prompt_tokens",
         )
     return truncate
+
+
+T = TypeVar("T", tuple[str], tuple[str, str])
+
+
+def _fit(inputs: Sequence[T], spec: EncoderSpec, limit: int | None, pairs: bool) -> list[T]:
+    """Inputs (texts, or query-document pairs) bounded by characters before they are
+    tokenized, so that a client's megabytes never become millions of tokens: with truncation
+    to ``limit`` tokens, each text is cut where it surely holds more than that; without, an
+    input surely longer than the model's maximum is refused here (a shorter one that still
+    does not fit is refused once tokenized)."""
+    if limit is not None:
+        cut = spec.max_chars(limit)
+        return [tuple(t[:cut] for t in x) for x in inputs] if cut else list(inputs)  # type: ignore[misc]
+    bound = spec.max_chars(spec.max_length)
+    what, param = ("Document {} with the query", "documents") if pairs else ("Input {}", "input")
+    for i, x in enumerate(inputs):
+        chars = sum(len(t) for t in x)
+        if bound is not None and chars > bound:
+            raise ContextLengthExceeded(
+                f"{what.format(i)} has {chars} characters: far more than this model's maximum "
+                f"of {spec.max_length} tokens can hold. Shorten it, or ask for truncation "
+                "(truncate: true, or truncate_prompt_tokens).",
+                param=param,
+            )
+    return list(inputs)
 
 
 def _check_lengths(rows: Sequence[Encoded], max_length: int, pairs: bool) -> None:

@@ -286,7 +286,8 @@ class RequestHandle:
         return Result(sorted(results.values(), key=lambda r: r.index), self.usage(), self.metrics())
 
     def usage(self) -> Usage:
-        """Totals over every prompt and choice; a prompt's cached tokens count once."""
+        """Totals over every prompt and choice; a prompt's cached tokens count once. (n-gram
+        speculation's counts are those of the choices that ended.)"""
         cached: dict[int, int] = {}
         for c in self.choices:
             if c.finish is not None:
@@ -294,7 +295,16 @@ class RequestHandle:
                 cached[c.prompt_index] = max(cached.get(c.prompt_index, 0), reused)
         completion = sum(c.generated for c in self.choices)
         images = sum(p.image_tokens for p in self.prompts)
-        return Usage(self.prompt_tokens, completion, sum(cached.values()), images)
+        ended = [c.finish.usage for c in self.choices if c.finish is not None]
+        return Usage(
+            self.prompt_tokens,
+            completion,
+            sum(cached.values()),
+            images,
+            drafted_tokens=sum(u.drafted_tokens for u in ended),
+            accepted_tokens=sum(u.accepted_tokens for u in ended),
+            verify_runs=sum(u.verify_runs for u in ended),
+        )
 
     def transcript(self, index: int = 0) -> Transcript | None:
         """What choice ``index`` read and wrote so far, for a later turn to continue exactly

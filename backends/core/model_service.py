@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
 from backends.config import ServiceConfig
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
-from backends.types import PrefixStoreStats
+from backends.types import KVUsage, PrefixStoreStats
 
 if TYPE_CHECKING:
     from backends.core.handle import FinishedChoice, RequestHandle
@@ -75,6 +75,7 @@ class RequestStats:
     generated_tokens: int
     age_seconds: float
     model: str = ""
+    adapter: str | None = None  # the LoRA adapter it runs with, if any
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class ServiceStats:
     waiting: int
     requests: tuple[RequestStats, ...]
     prefix_store: PrefixStoreStats | None = None  # the batch engine's, where it has one
+    kv: KVUsage | None = None  # a generator's KV cache (None: another kind, or loading)
 
 
 class ModelService(ABC):
@@ -157,6 +159,9 @@ class ModelService(ABC):
         self._wrong_kind("generator")
 
     async def detokenize(self, token_ids: Sequence[int], model: str | None = None) -> str:
+        self._wrong_kind("generator")
+
+    async def render(self, request: GenerationRequest) -> list[PreparedPrompt]:
         self._wrong_kind("generator")
 
     async def start_profiling(self, window: ProfileWindow) -> None:

@@ -20,11 +20,19 @@ from backends.config import Limits
 from backends.core.handle import RequestHandle
 from backends.core.request import GenerationRequest
 from backends.engine.batch.guidance import first_line
-from backends.engine.scheduler import WINDOW_BEAMS, Job, Strategy
+from backends.engine.scheduler import WINDOW_BEAMS, Job, Refusal, Strategy
 from backends.errors import ContextLengthExceeded, InvalidRequest
 from backends.models.loader import LoadedModel
 from backends.models.sampling import SamplingDefaults
-from backends.types import SEED_MAX, GenerationParams, GuidanceKind, PreparedPrompt
+from backends.text import check_text
+from backends.types import (
+    SEED_MAX,
+    ChatPrompt,
+    GenerationParams,
+    GuidanceKind,
+    PreparedPrompt,
+    TextPrompt,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,24 @@ def plan_max_new_tokens(
             param=tokens_param,
         )
     return requested
+
+
+def check_prompt_text(request: GenerationRequest) -> None:
+    """Refuse text the model's tokenizer cannot read (:mod:`backends.text`), naming the field:
+    a prompt's text, a chat's messages, tools and template variables, the stop strings. Every
+    door's text enters the core here, before anything is rendered or tokenized."""
+    param = request.param("prompt")
+    for prompt in request.prompts:
+        if isinstance(prompt, TextPrompt):
+            check_text(prompt.text, param, nul=True)
+            continue
+        assert isinstance(prompt, ChatPrompt)
+        for message in prompt.messages:
+            role = str(message.get("role") or "a")
+            check_text(message, param, nul=True, within=f"a {role} message's")
+        check_text(prompt.tools, request.param("tools"), nul=True, within="tool")
+        check_text(prompt.template_args, request.param("chat_template_kwargs"), nul=True)
+    check_text(list(request.stop), request.param("stop"), nul=True, within="stop string")
 
 
 def check_prompt_size(
@@ -168,12 +194,18 @@ def _grammar_problem(kind: GuidanceKind, text: str, tokenizer: Any = None) -> st
 
 
 def _forced_start_problem(llguidance: Any, tokenizer: Any, grammar: str) -> str:
-    """What goes wrong when the grammar's forced first tokens are fed ("" if nothing)."""
+    """What goes wrong when the grammar's forced first tokens are fed, then the first free
+    token's mask is computed ("" if nothing): a grammar no text can satisfy (a schema that is
+    only a reference to itself, ``{"$ref": "#"}``) allows no token there."""
     matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
     if not matcher.is_error():
         forced = matcher.compute_ff_tokens()
         if forced:
             matcher.consume_tokens(forced)
+    if not matcher.is_error():
+        matcher.compute_logit_bias()
+        if matcher.is_error():
+            return "no output can match it (it allows no first token)"
     return str(matcher.get_error()) if matcher.is_error() else ""
 
 
@@ -191,7 +223,13 @@ def usable_grammar(text: str) -> bool:
 _WHAT = {"adapter": "A LoRA adapter", "num_beams": "Beam search"}
 
 
-def refuse_unsupported(strategy_name: str, param: str | None, request: GenerationRequest) -> None:
+def refuse_unsupported(
+    strategy_name: str, param: str | Refusal | None, request: GenerationRequest
+) -> None:
+    if isinstance(param, Refusal):
+        field, _, sub = param.param.partition(".")
+        name = request.param(field) + (f".{sub}" if sub else "")
+        raise InvalidRequest(f"{name}: {param.why}", param=name)
     if param == WINDOW_BEAMS:
         raise InvalidRequest(
             "Beam search is not supported on this model: onnxruntime-genai's beam search fails "
@@ -220,6 +258,12 @@ def refuse_images(strategy: Strategy, params: GenerationParams, request: Generat
         raise InvalidRequest(
             "Beam search cannot be combined with images.", param=request.param("num_beams")
         )
+    if params.speculative is not None and params.speculative.asks:
+        raise InvalidRequest(
+            "n-gram speculation cannot be combined with images (onnxruntime-genai's n-gram "
+            "runs plain text decoders only).",
+            param=request.param("speculative"),
+        )
 
 
 def check_beams(request: GenerationRequest) -> None:
@@ -236,11 +280,13 @@ def check_beams(request: GenerationRequest) -> None:
         )
     refused = {
         "temperature": not s.greedy,
+        "min_p": s.min_p > 0,
         "guidance": s.guidance is not None,
         "logprobs": s.logprobs or s.top_logprobs > 0,
         "presence_penalty": s.presence_penalty != 0,
         "frequency_penalty": s.frequency_penalty != 0,
         "logit_bias": bool(s.logit_bias),
+        "speculative": s.speculative is not None and s.speculative.asks,
     }
     for field_name, used in refused.items():
         if used:
@@ -326,7 +372,7 @@ def plan_jobs(
             fit=request.fit_max_tokens,
         )
         params = choice_params(request, choice.index % request.n, max_new, adapter)
-        refuse_unsupported(strategy.name, strategy.unsupported(params), request)
+        refuse_unsupported(strategy.name, strategy.unsupported(params, len(prompt)), request)
         if prompt.media is not None:
             refuse_images(strategy, params, request)
         jobs.append(

@@ -28,6 +28,7 @@ from backends.core.model_service import (
 )
 from backends.core.request import GenerationRequest, Prompt
 from backends.core.service import InferenceService
+from backends.engine.kv_events import KVEventPublisher
 from backends.errors import InvalidRequest, ModelNotFound
 from backends.models.encoder import serves_encoder
 from backends.speech.service import TranscriptionService
@@ -74,23 +75,28 @@ class _Nothing:
         pass
 
 
-def make_service(config: ServiceConfig) -> ModelService:
+def make_service(config: ServiceConfig, kv_events: KVEventPublisher | None = None) -> ModelService:
     """A generator's core, an encoder's or a Whisper's: as the models file says, else as the
-    folder says."""
+    folder says. A generator publishes its KV events on ``kv_events``, under its own topic."""
     if is_speech_folder(config.model.path):
         return TranscriptionService(config)
     if serves_encoder(config.model):
         return EncoderService(config)
-    return InferenceService(config)
+    sink = kv_events.sink(config.model.name) if kv_events is not None else None
+    return InferenceService(config, kv_events=sink)
 
 
 class ModelRegistry:
     def __init__(
-        self, services: Sequence[ModelService], attachments: Attachments | None = None
+        self,
+        services: Sequence[ModelService],
+        attachments: Attachments | None = None,
+        kv_events: KVEventPublisher | None = None,
     ) -> None:
         if not services:
             raise ValueError("at least one model is needed")
         self._attachments = attachments or _Nothing()
+        self._kv_events = kv_events  # for the models loaded at runtime
         self._services: dict[str, ModelService] = {}
         self._draining = False
         for service in services:
@@ -98,9 +104,13 @@ class ModelRegistry:
 
     @classmethod
     def from_configs(
-        cls, configs: Sequence[ServiceConfig], attachments: Attachments | None = None
+        cls,
+        configs: Sequence[ServiceConfig],
+        attachments: Attachments | None = None,
+        kv_events: KVEventPublisher | None = None,
     ) -> ModelRegistry:
-        return cls([make_service(config) for config in configs], attachments)
+        services = [make_service(config, kv_events) for config in configs]
+        return cls(services, attachments, kv_events)
 
     # ---- lookup --------------------------------------------------------------------------
     @property
@@ -151,6 +161,9 @@ class ModelRegistry:
 
     async def detokenize(self, token_ids: Sequence[int], model: str | None = None) -> str:
         return await self.get(model).detokenize(token_ids, model)
+
+    async def render(self, request: GenerationRequest) -> list[PreparedPrompt]:
+        return await self.get(request.model).render(request)
 
     def cancel(self, request_id: str) -> bool:
         return any(service.cancel(request_id) for service in self._services.values())
@@ -242,7 +255,7 @@ class ModelRegistry:
                 "the models file.",
                 param="path",
             )
-        service = self._add(make_service(config))
+        service = self._add(make_service(config, self._kv_events))
         try:
             await service.start()
         except BaseException:

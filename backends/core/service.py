@@ -34,6 +34,7 @@ from backends.core.planning import (
     check_beams,
     check_guidance,
     check_prompt_size,
+    check_prompt_text,
     output_format,
     plan_jobs,
     with_model_defaults,
@@ -41,6 +42,7 @@ from backends.core.planning import (
 from backends.core.request import GenerationRequest
 from backends.core.timing import RequestTimer
 from backends.engine.choose import strategy_factory
+from backends.engine.kv_events import KVEventSink
 from backends.engine.profiling import ProfileWindow
 from backends.engine.scheduler import Job, Scheduler, Strategy
 from backends.errors import InvalidRequest, NotReady
@@ -57,7 +59,7 @@ __all__ = ["InferenceService", "Observer", "RequestStats", "ServiceStats", "Stat
 class InferenceService(ModelService):
     """One model's core: its owner thread (loading the model there), admission, and every
     request's trip to the owner thread and back. ``loader`` loads the model (tests slow it
-    down or make it fail)."""
+    down or make it fail); ``kv_events`` hears what its KV cache holds (batch scheduler)."""
 
     def __init__(
         self,
@@ -65,6 +67,7 @@ class InferenceService(ModelService):
         observer: Observer | None = None,
         *,
         loader: Callable[[ModelConfig], LoadedModel] = load_model,
+        kv_events: KVEventSink | None = None,
     ) -> None:
         super().__init__(config, observer)
         self._loader = loader
@@ -72,7 +75,9 @@ class InferenceService(ModelService):
         self._store_stats = PrefixStoreStats()  # counted on the owner thread (batch only)
         self._scheduler = Scheduler(
             config.model,
-            strategy_factory(config.model, config.limits.max_concurrency, self._store_stats),
+            strategy_factory(
+                config.model, config.limits.max_concurrency, self._store_stats, kv_events
+            ),
             max_concurrency=config.limits.max_concurrency,
             loader=self._load,
         )
@@ -177,6 +182,7 @@ class InferenceService(ModelService):
         change there, in the order the owner thread sent them (its start before its first
         token), so a choice with a token is always running."""
         now = time.perf_counter()
+        adapters = self.adapter_names
         requests = tuple(
             RequestStats(
                 id=choice.id,
@@ -184,6 +190,7 @@ class InferenceService(ModelService):
                 prompt_tokens=len(handle.prompts[choice.prompt_index]) if handle.prompts else 0,
                 generated_tokens=choice.generated,
                 age_seconds=now - handle.accepted,
+                adapter=handle.model if handle.model in adapters else None,
             )
             for choice, handle in list(self._inflight.values())
         )
@@ -194,6 +201,7 @@ class InferenceService(ModelService):
             waiting=len(requests) - running,
             requests=requests,
             prefix_store=dataclasses.replace(store) if store.capacity_bytes else None,
+            kv=self._scheduler.kv_usage if self.status == "ok" else None,
         )
 
     # ---- requests ------------------------------------------------------------------------
@@ -202,6 +210,7 @@ class InferenceService(ModelService):
         self._check_model(request.model)
         if not request.prompts or request.n < 1:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
+        check_prompt_text(request)
         request = self._own_transcripts(request)
         self._admit(request.choice_count)
         model, strategy = self._loaded()
@@ -271,15 +280,23 @@ class InferenceService(ModelService):
 
     async def tokenize(self, prompt: Prompt, model: str | None = None) -> PreparedPrompt:
         """A prompt as the model would get it: rendered (a chat) and tokenized."""
-        self._check_model(model)
+        [prepared] = await self.render(GenerationRequest(prompt, model=model))
+        return prepared
+
+    async def render(self, request: GenerationRequest) -> list[PreparedPrompt]:
+        """``request``'s prompts as :meth:`submit` feeds them to the model (its tools applied,
+        rendered, tokenized), without generating."""
+        self._check_model(request.model)
+        request = self._own_transcripts(request)
         loaded, strategy = self._loaded()
-        check_modalities(model or self.model_name, loaded.modalities, prompt)
-        request = apply_tools(GenerationRequest(prompt), self._chat_format)
+        self.check_media(request)
+        check_prompt_text(request)
+        request = apply_tools(request, self._chat_format)
         check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
         param = request.param("prompt")
-        [prepared] = request.prompts
-        future = self._scheduler.call(lambda m: prepare_prompt(m, prepared, param))
-        result: PreparedPrompt = await asyncio.wrap_future(future)
+        prompts = request.prompts
+        future = self._scheduler.call(lambda m: [prepare_prompt(m, p, param) for p in prompts])
+        result: list[PreparedPrompt] = await asyncio.wrap_future(future)
         return result
 
     async def detokenize(self, token_ids: Sequence[int], model: str | None = None) -> str:

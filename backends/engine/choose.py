@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import astuple
 
 from backends.config import ModelConfig, SchedulerName
+from backends.engine.kv_events import KVEventSink
 from backends.engine.scheduler import Strategy
 from backends.errors import StartupError
 from backends.models.loader import LoadedModel
@@ -45,11 +47,14 @@ def paged_refusal(model: LoadedModel, name: str, chosen: bool) -> str:
 
 
 def strategy_factory(
-    config: ModelConfig, slots: int, store_stats: PrefixStoreStats | None = None
+    config: ModelConfig,
+    slots: int,
+    store_stats: PrefixStoreStats | None = None,
+    kv_events: KVEventSink | None = None,
 ) -> Callable[[LoadedModel], Strategy]:
     """The strategy for ``config``'s scheduler setting, made once the model is loaded;
     ``slots`` is how many sequences may run at once; the batch strategy's prefix store
-    counts into ``store_stats``."""
+    counts into ``store_stats``, and it tells the blocks it holds to ``kv_events``."""
 
     def make(model: LoadedModel) -> Strategy:
         name, chosen = config.scheduler, config.scheduler != "auto"
@@ -59,6 +64,7 @@ def strategy_factory(
             raise StartupError(paged_refusal(model, name, chosen))
         if name == "batch":
             from backends.engine.batch.decoder import UnsupportedModel
+            from backends.engine.batch.speculation import Speculation
             from backends.engine.batch.strategy import BatchStrategy
             from backends.engine.fallback import WithFallback
 
@@ -74,6 +80,8 @@ def strategy_factory(
                     store_mib=config.prefix_store_mib,
                     share_min=config.prefix_share_min,
                     store_stats=store_stats,
+                    kv_events=kv_events,
+                    speculation=Speculation(*astuple(config.speculative("batch"))),
                 )
                 # Beam search and adapters, which batch cannot do, go to a generator.
                 return WithFallback(batch, lambda: generator(model))
@@ -87,14 +95,18 @@ def strategy_factory(
         if name == "engine":
             from backends.engine.og_engine import EngineStrategy
 
-            return EngineStrategy(model, cache_size=config.cache_sequences)
+            return EngineStrategy(model, cache_size=config.cache_sequences, slots=slots)
         return generator(model)
 
     def generator(model: LoadedModel) -> Strategy:
         from backends.engine.generator import GeneratorStrategy
 
         return GeneratorStrategy(
-            model, prefill_chunk=config.prefill_chunk, cache_size=config.cache_sequences
+            model,
+            prefill_chunk=config.prefill_chunk,
+            cache_size=config.cache_sequences,
+            slots=slots,
+            speculative=config.speculative("generator"),
         )
 
     return make

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from backends.engine.scheduler import Job, Strategy
-from backends.types import FinishReason, GenerationParams
+from backends.engine.scheduler import Job, Refusal, Strategy
+from backends.types import FinishReason, GenerationParams, KVUsage
 
 log = logging.getLogger("genai.scheduler")
 
@@ -26,10 +26,10 @@ class WithFallback:
         self._fallback: Strategy | None = None
         self._profile: str | None = None
 
-    def unsupported(self, params: GenerationParams) -> str | None:
-        if self.primary.unsupported(params) is None:
+    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
+        if self.primary.unsupported(params, prompt_tokens) is None:
             return None
-        return self.fallback.unsupported(params)
+        return self.fallback.unsupported(params, prompt_tokens)
 
     @property
     def fallback(self) -> Strategy:
@@ -58,6 +58,14 @@ class WithFallback:
 
     def active_jobs(self) -> list[Job]:
         return [job for strategy in self._strategies() for job in strategy.active_jobs()]
+
+    def kv_usage(self) -> KVUsage:
+        """The primary's, plus the fallback's once it runs (its sequences hold their own
+        memory)."""
+        usage = self.primary.kv_usage()
+        if self._fallback is not None:
+            usage += self._fallback.kv_usage()
+        return usage
 
     def set_profiling(self, prefix: str | None) -> None:
         self._profile = prefix

@@ -4,6 +4,12 @@ Each step feeds one prefill chunk or decodes one token for every active sequence
 request starts prefilling at once instead of waiting for a batch to finish. Finished
 sequences stay resident in a :class:`PrefixCache`; a later prompt sharing their prefix is
 ``rewind_to`` the shared length and only the rest is prefilled.
+
+With n-gram speculation on (``GENAI_SPECULATIVE_TOKENS`` or a request's ``speculative``), a
+sequence's Generator runs onnxruntime-genai's own n-gram speculation
+(``set_speculative_options``: batch size 1, which every Generator here is): it verifies the
+tokens that followed the sequence's last ``prompt_lookup_max`` tokens where they stood before,
+and still hands out one token per ``generate_next_token``. Not with beam search or images.
 """
 
 from __future__ import annotations
@@ -16,12 +22,28 @@ from typing import Any
 
 import numpy as np
 
+from backends.engine import og_ngram
 from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, Guide, LazyGuide
-from backends.engine.logits import log_softmax, logprob_entries, process_logits
-from backends.engine.prefix_cache import Held, PrefixCache, chunk_length
-from backends.engine.scheduler import WINDOW_BEAMS, Job
+from backends.engine.batch.sampler import repetition_penalty
+from backends.engine.logits import log_softmax, logprob_entries, min_p_cut, process_logits
+from backends.engine.prefix_cache import (
+    Held,
+    PrefixCache,
+    chunk_length,
+    images_end,
+    reuse_capacity,
+    reuse_key,
+)
+from backends.engine.scheduler import WINDOW_BEAMS, Job, Refusal
 from backends.models.loader import LoadedModel
-from backends.types import CallGrammar, FinishReason, GeneratedToken, GenerationParams
+from backends.types import (
+    CallGrammar,
+    FinishReason,
+    GeneratedToken,
+    GenerationParams,
+    KVUsage,
+    Speculative,
+)
 
 log = logging.getLogger("genai.generator")
 
@@ -42,42 +64,14 @@ class _Seq:
     # which og cannot run: this strategy masks the logits for it.
     guide: Constraint | None = None
     steps: int = 0  # beam search: search steps taken
+    # og's n-gram speculation: its counters when the sequence started (a reused Generator's
+    # count on from an earlier sequence's), or None when it does not speculate
+    speculating: dict[str, float] | None = None
 
 
-# Room left for a later turn in a reusable sequence. The KV cache is allocated for the whole
-# capacity when the Generator is made (measured: ~15 ms for 300 tokens, ~350 ms for 8192 on
-# a 135M model), so reusable sequences get this much headroom, not the whole context.
-REUSE_HEADROOM = 1024
-
-
-def reuse_capacity(needed: int, max_length: int) -> int:
-    rounded = -(-(needed + REUSE_HEADROOM) // 256) * 256
-    return min(max_length, rounded)
-
-
-def reuse_key(params: GenerationParams) -> Hashable | None:
-    """Search options and the adapter are fixed when a Generator is made: reuse only an
-    identical setup (so a prefix is never shared across adapters, or with the base model)."""
-    if params.seed is not None or params.guidance is not None:
-        return None
-    if params.greedy:
-        return ("greedy", params.adapter, params.repetition_penalty)
-    return (
-        "sample",
-        params.adapter,
-        params.temperature,
-        params.top_p,
-        params.top_k,
-        params.repetition_penalty,
-    )
-
-
-def images_end(prompt: list[int], image_token: int | None) -> int:
-    """How many prompt tokens a reused state must share to have read every image: up to the
-    last image token (one past it); the whole prompt when the image token is not known."""
-    if image_token is None:
-        return len(prompt)
-    return 1 + max((i for i, t in enumerate(prompt) if t == image_token), default=-1)
+def cuts_min_p(params: GenerationParams) -> bool:
+    """Whether min-p changes the draw: only when sampling (greedy keeps the likeliest)."""
+    return params.min_p > 0 and not params.greedy
 
 
 class _GuidedStepFailed(Exception):
@@ -87,9 +81,20 @@ class _GuidedStepFailed(Exception):
 class GeneratorStrategy:
     name = "generator"
 
-    def __init__(self, model: LoadedModel, *, prefill_chunk: int = 256, cache_size: int = 4):
+    def __init__(
+        self,
+        model: LoadedModel,
+        *,
+        prefill_chunk: int = 256,
+        cache_size: int = 4,
+        slots: int = 1,
+        speculative: Speculative | None = None,
+    ):
         self.model = model
+        self.speculative = speculative or Speculative(0)  # the server's; a request may override
+        self._room = og_ngram.room(model.folder.config)  # what og's n-gram may run on
         self.max_length = model.max_length
+        self.slots = slots  # sequences the scheduler runs at once: the KV capacity reported
         self.og_model = model.model  # the weights load here, at start, not at the first request
         if model.adapter_files:
             model.adapters  # noqa: B018 -- and the adapters: a bad file stops the start
@@ -103,10 +108,25 @@ class GeneratorStrategy:
     def active_jobs(self) -> list[Job]:
         return [s.job for s in self._active]
 
-    def unsupported(self, params: GenerationParams) -> str | None:
+    def kv_usage(self) -> KVUsage:
+        """Tokens the running sequences' Generators hold, of ``slots`` full-length sequences
+        (each Generator allocates its own cache; og tells nothing more)."""
+        held = sum(s.kv_len for s in self._active)
+        return KVUsage(held, self.slots * self.max_length)
+
+    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
         if params.num_beams > 1 and self.model.folder.sliding_window:
             return WINDOW_BEAMS  # og's beam search fails on any sliding-window attention layer
-        return None
+        asked = params.speculative
+        if asked is None:
+            return None
+        tokens = prompt_tokens + params.max_new_tokens if prompt_tokens else 0
+        return og_ngram.refusal(asked, self.speculation(params), params, self._room, tokens)
+
+    def speculation(self, params: GenerationParams) -> Speculative:
+        """A sequence's n-gram speculation: the server's, under the request's override."""
+        asked = params.speculative
+        return asked.over(self.speculative) if asked is not None else self.speculative
 
     def add(self, job: Job) -> None:
         p = job.params
@@ -114,7 +134,11 @@ class GeneratorStrategy:
         needed = len(prompt) + p.max_new_tokens
         wanted_min = len(prompt) + p.min_new_tokens if p.min_new_tokens else 0
         beams = p.num_beams > 1
-        key = reuse_key(p) if self.cache.size > 0 and not beams else None
+        speculate = self._speculates(p, job)
+        own = self.speculation(p) if speculate else None
+        key = reuse_key(p, own) if self.cache.size > 0 and not beams else None
+        if speculate and p.min_new_tokens:
+            key = None  # a held Generator's own EOS hold could not be fitted to it in Python
         if key is not None and job.image_digests:
             key = (key, "images", job.image_digests)  # never a prefix across other images
         hit = (
@@ -148,7 +172,9 @@ class GeneratorStrategy:
             )
         else:
             capacity = reuse_capacity(needed, self.model.max_length) if key is not None else needed
-            gen = self._new_generator(p, capacity, wanted_min, returns=1 + len(job.followers))
+            gen = self._new_generator(
+                p, capacity, wanted_min, returns=1 + len(job.followers), speculative=own
+            )
             if job.media is not None:
                 # The processor's inputs hold the whole prompt: the first step prefills it.
                 gen.set_inputs(job.media)
@@ -161,7 +187,21 @@ class GeneratorStrategy:
             seq.guide = self._guide(*p.guidance)
         elif p.call_grammar is not None and not beams:
             seq.guide = self._lazy(p.call_grammar)
+        if speculate:
+            seq.speculating = dict(gen.get_speculative_stats())
         self._active.append(seq)
+
+    def _speculates(self, p: GenerationParams, job: Job) -> bool:
+        """Whether og's n-gram runs this sequence: its settings say so, and it can (no beam
+        search, no images, a KV cache it can rewind: :meth:`unsupported` refused a request
+        that asked for it where it cannot)."""
+        return (
+            self.speculation(p).on
+            and p.num_beams == 1
+            and job.media is None
+            and og_ngram.fits(self._room, len(job.prompt_ids) + p.max_new_tokens)
+            and og_ngram.logits_field(p) is None
+        )
 
     def step(self) -> None:
         for seq in list(self._active):
@@ -194,7 +234,12 @@ class GeneratorStrategy:
 
     # ---- internals -----------------------------------------------------------------------
     def _new_generator(
-        self, p: GenerationParams, capacity: int, min_length: int, returns: int = 1
+        self,
+        p: GenerationParams,
+        capacity: int,
+        min_length: int,
+        returns: int = 1,
+        speculative: Speculative | None = None,
     ) -> Any:
         og = self.model.og
         params = og.GeneratorParams(self.og_model)
@@ -210,13 +255,16 @@ class GeneratorStrategy:
         if min_length:
             # Native EOS suppression: no per-step logits round trip for min_tokens.
             options["min_length"] = min_length
-        if p.repetition_penalty != 1.0:
+        if p.repetition_penalty != 1.0 and not cuts_min_p(p):
+            # (with min-p, :meth:`_decode` applies it before the cut, as the batch sampler)
             options["repetition_penalty"] = p.repetition_penalty
         if not p.greedy:
             options.update(temperature=p.temperature, top_p=p.top_p, top_k=p.top_k)
             if p.seed is not None:
                 options["random_seed"] = p.seed
         params.set_search_options(**options)
+        if speculative is not None:
+            params.set_speculative_options(**og_ngram.options(speculative))
         if p.guidance is not None:
             params.set_guidance(*p.guidance)
         generator = og.Generator(self.og_model, params)
@@ -271,12 +319,14 @@ class GeneratorStrategy:
     def _decode(self, seq: _Seq) -> None:
         p = seq.job.params
         logprobs = None
-        suppress_eos = (
-            seq.job.generated < p.min_new_tokens
-            and seq.min_length != len(seq.job.prompt_ids) + p.min_new_tokens
+        min_p = cuts_min_p(p)
+        # og holds EOS back natively (min_length), after our logits: min-p's cut must see it
+        # held back already, as the batch sampler's does.
+        suppress_eos = seq.job.generated < p.min_new_tokens and (
+            min_p or seq.min_length != len(seq.job.prompt_ids) + p.min_new_tokens
         )
         lazy = p.guidance is None and seq.guide is not None and seq.guide.constrains
-        if suppress_eos or p.edits_logits or lazy:
+        if suppress_eos or p.edits_logits or lazy or min_p:
             logits = process_logits(
                 seq.gen.get_logits(),
                 p,
@@ -284,8 +334,12 @@ class GeneratorStrategy:
                 self.model.eos_token_ids,
                 suppress_eos=suppress_eos,
             )
-            if lazy and seq.guide is not None:
-                seq.guide.mask(logits)
+            if min_p and p.repetition_penalty != 1.0:
+                repetition_penalty(logits, seq.tokens, p.repetition_penalty)
+            if (lazy or min_p) and seq.guide is not None and seq.guide.constrains:
+                seq.guide.mask(logits)  # og masks the same for a schema: the cut sees it
+            if min_p:
+                min_p_cut(logits, p.min_p, p.temperature)
             seq.gen.set_logits(logits.reshape(1, 1, -1))
             if p.logprobs or p.top_logprobs:
                 logprobs = log_softmax(logits)
@@ -348,6 +402,8 @@ class GeneratorStrategy:
 
     def _finish(self, seq: _Seq, reason: FinishReason, error: str | None = None) -> None:
         self._active.remove(seq)
+        if seq.speculating is not None:  # what og's n-gram did for it, on its job
+            og_ngram.count(seq.job, seq.speculating, seq.gen.get_speculative_stats())
         seq.job.finish(reason, error)
         if seq.key is not None and reason in ("stop", "length") and seq.kv_len > 0:
             held = Held(seq.key, seq.tokens[: seq.kv_len], seq.capacity, seq.gen, seq.min_length)

@@ -1,11 +1,12 @@
 """Logit processing the engine does not do natively: pure numpy, unit-tested.
 
 OpenAI's presence/frequency penalties and logit_bias, suppressing EOS until ``min_new_tokens``,
-and log-probabilities for the ``logprobs`` option.
+min-p's cut, and log-probabilities for the ``logprobs`` option.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
@@ -38,6 +39,26 @@ def process_logits(
         for eos in eos_ids:
             out[eos] = -np.inf
     return out
+
+
+def min_p_kept(scaled: npt.NDArray[np.float64], min_p: float) -> npt.NDArray[np.bool_]:
+    """Which tokens min-p keeps, from their temperature-scaled logits: those whose probability
+    is at least ``min_p`` times the likeliest's (``scaled - max >= log(min_p)``), a threshold in
+    vocabulary order like top-k's and top-p's (ties at it are kept). Masked (-inf) tokens are
+    never kept."""
+    finite = np.isfinite(scaled)
+    if not finite.any():
+        return finite
+    kept: npt.NDArray[np.bool_] = finite & (scaled >= scaled[finite].max() + math.log(min_p))
+    return kept
+
+
+def min_p_cut(logits: Logits, min_p: float, temperature: float) -> None:
+    """Mask (-inf) the tokens min-p cuts at ``temperature``, in place: for og.Generator, which
+    samples from what is left."""
+    kept = min_p_kept(logits.astype(np.float64) / temperature, min_p)
+    if kept.any():
+        logits[~kept] = -np.inf
 
 
 def _apply_bias(out: Logits, bias: Mapping[int, float]) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from backends.engine.scheduler import WINDOW_BEAMS, Job
+from backends.engine.scheduler import WINDOW_BEAMS, Job, Refusal
 from backends.models.loader import LoadedModel
-from backends.types import FinishReason, GeneratedToken, GenerationParams
+from backends.types import FinishReason, GeneratedToken, GenerationParams, KVUsage
 
 log = logging.getLogger("genai.engine")
 
@@ -38,10 +38,18 @@ class _Turn:
 class EngineStrategy:
     name = "engine"
 
-    def __init__(self, model: LoadedModel, *, cache_size: int = 0, event_buffer: int = 256):
+    def __init__(
+        self,
+        model: LoadedModel,
+        *,
+        cache_size: int = 0,
+        event_buffer: int = 256,
+        slots: int = 1,
+    ):
         og = model.og
         self.model = model
         self.max_length = model.max_length
+        self.slots = slots  # sequences the scheduler runs at once: the KV capacity reported
         self.og = og
         self.engine = og.Engine(model.model)
         self.buffer = self.engine.create_event_buffer(event_buffer)
@@ -57,7 +65,7 @@ class EngineStrategy:
             og.FinishReason.FAILED: "error",
         }
 
-    def unsupported(self, p: GenerationParams) -> str | None:
+    def unsupported(self, p: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
         if p.adapter is not None:
             return "adapter"  # the Engine has no adapter API (0.18)
         if p.num_beams > 1:  # and no other scheduler runs it on a sliding-window model
@@ -72,11 +80,26 @@ class EngineStrategy:
             return "logprobs"
         if p.seed is not None and not self.dynamic:
             return "seed"  # per-turn seeds need an Engine with dynamic batching
+        if p.min_p and not p.greedy:
+            return "min_p"  # no logits API, and no min-p option in the Engine's turns
+        if p.speculative is not None and p.speculative.asks:
+            return Refusal(
+                "speculative",
+                "n-gram speculation is not available on the 'engine' scheduler serving this "
+                "model (onnxruntime-genai's Engine has none; the batch and generator "
+                "schedulers have it).",
+            )
         return None
 
     # ---- Strategy ------------------------------------------------------------------------
     def active_jobs(self) -> list[Job]:
         return [t.job for t in self._turns.values()]
+
+    def kv_usage(self) -> KVUsage:
+        """The running turns' tokens (prompt and generated so far), of ``slots`` full-length
+        sequences: the Engine does not tell how full its own (paged) cache is."""
+        held = sum(len(t.job.prompt_ids) + t.job.generated for t in self._turns.values())
+        return KVUsage(held, self.slots * self.max_length)
 
     def add(self, job: Job) -> None:
         p = job.params

@@ -32,6 +32,7 @@ from backends.types import (
     FinishReason,
     GeneratedToken,
     GenerationParams,
+    KVUsage,
     SequenceDelta,
     StartEvent,
     Usage,
@@ -60,6 +61,10 @@ class Job:
     started_at: float | None = None
     generated: int = 0
     cached_tokens: int = 0
+    # n-gram speculation, as the strategy counted it when the sequence ended
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    verify_runs: int = 0
     done: bool = False
     # Beam search: the jobs of the request's other returned beams. Only this job is
     # scheduled; the strategy hands each follower its beam when the search ends.
@@ -98,7 +103,15 @@ class Job:
         if tail.text or tail.ready:
             self.sink(tail)
         queued = (self.started_at or time.perf_counter()) - self.enqueued_at
-        usage = Usage(len(self.prompt_ids), self.generated, self.cached_tokens, self.image_tokens)
+        usage = Usage(
+            len(self.prompt_ids),
+            self.generated,
+            self.cached_tokens,
+            self.image_tokens,
+            self.drafted_tokens,
+            self.accepted_tokens,
+            self.verify_runs,
+        )
         stop = self._text.stop_sequence
         self.sink(FinishEvent(reason, usage, error, queue_time=queued, stop_sequence=stop))
         for follower in self.followers:  # ended with this one (cancelled, timed out, failed)
@@ -111,14 +124,25 @@ class Job:
 WINDOW_BEAMS = "num_beams on a sliding window"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """What ``Strategy.unsupported`` returns for a value it cannot honour that another value
+    of the same field may be (a bound, a combination): the field (its core name, with a
+    sub-field: ``speculative.num_speculative_tokens``) and why."""
+
+    param: str
+    why: str
+
+
 class Strategy(Protocol):
     """How active jobs are advanced. Called only on the owner thread."""
 
     name: str
     max_length: int  # tokens one sequence may hold, prompt included
 
-    def unsupported(self, params: GenerationParams) -> str | None:
-        """The parameter this strategy cannot honour, if any (the request is then refused)."""
+    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
+        """The parameter this strategy cannot honour, if any (the request is then refused);
+        ``prompt_tokens``: the prompt's length where it is known (0: not yet)."""
         ...
 
     def add(self, job: Job) -> None: ...
@@ -128,6 +152,10 @@ class Strategy(Protocol):
     def drop(self, job: Job, reason: FinishReason) -> None: ...
 
     def active_jobs(self) -> list[Job]: ...
+
+    def kv_usage(self) -> KVUsage:
+        """Tokens the running sequences' KV cache holds, of how many it can hold."""
+        ...
 
     def set_profiling(self, prefix: str | None) -> None: ...
 
@@ -175,6 +203,8 @@ class Scheduler:
         self.strategy: Strategy | None = None
         self.load_error: BaseException | None = None
         self.profile: ProfileWindow | None = None  # owner thread only
+        # The strategy's KV usage after the last step, for /metrics (set on the owner thread).
+        self.kv_usage = KVUsage()
         # Called on the owner thread after a step that produced some request's first token.
         self.after_first_tokens: Callable[[], None] | None = None
 
@@ -205,6 +235,7 @@ class Scheduler:
         try:
             self.model = self._loader(self._config)
             self.strategy = self._factory(self.model)
+            self.kv_usage = self.strategy.kv_usage()
             log.info("scheduler strategy: %s", self.strategy.name)
         except BaseException as exc:  # reported through load_error; the thread ends
             self.load_error = exc
@@ -225,6 +256,7 @@ class Scheduler:
                         self.after_first_tokens()
                     if self.profile is not None:
                         self._profile_step(strategy, self.profile)
+                self.kv_usage = strategy.kv_usage()
         finally:
             for job in list(self._waiting):
                 job.finish("cancelled")

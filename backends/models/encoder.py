@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from backends.config import ModelConfig
 from backends.errors import StartupError
+from backends.models.folder import longest_token_chars
 
 EncoderKind = Literal["embedding", "reranker"]
 Pooling = Literal["mean", "cls", "last"]
@@ -51,6 +52,13 @@ class EncoderSpec:
     vocab_size: int = 0
     hidden_size: int = 0
     pooled_output: bool = False  # the graph already pools (``sentence_embedding`` [B, H])
+    max_token_chars: int | None = None  # the longest token's characters (None: not known)
+
+    def max_chars(self, tokens: int) -> int | None:
+        """Characters beyond which a text surely holds more than ``tokens`` tokens: no token
+        stands for more than ``max_token_chars`` characters, twice over for normalizers that
+        drop text (whitespace, accents, control characters). None if not known."""
+        return 2 * tokens * self.max_token_chars if self.max_token_chars else None
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -221,4 +229,5 @@ def read_encoder(
         vocab_size=int(config.get("vocab_size") or 0),
         hidden_size=int(config.get("hidden_size") or 0),
         pooled_output=output == "sentence_embedding",
+        max_token_chars=longest_token_chars(folder / "tokenizer.json"),
     )

@@ -42,6 +42,19 @@ VALID_FOLDER = (
 )
 
 
+def longest_token_chars(tokenizer_json: Path) -> int | None:
+    """The characters of the longest entry in a tokenizer.json's vocabulary (added tokens
+    included): no token stands for more characters of text. None if the file does not say."""
+    try:
+        data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+        vocab = data["model"]["vocab"]
+        pieces = vocab.keys() if isinstance(vocab, dict) else (entry[0] for entry in vocab)
+        added = (t["content"] for t in data.get("added_tokens", []))
+        return max(len(str(piece)) for piece in (*pieces, *added))
+    except (OSError, ValueError, TypeError, KeyError, IndexError):
+        return None
+
+
 @dataclass(frozen=True)
 class ModelFolder:
     path: Path  # the folder onnxruntime-genai loads
@@ -137,14 +150,7 @@ class ModelFolder:
         """The most characters one token can stand for (its longest vocabulary entry), or None
         if tokenizer.json does not say. A text longer than max_length times this cannot fit
         the context, whatever it tokenizes to."""
-        try:
-            data = json.loads((self.path / "tokenizer.json").read_text(encoding="utf-8"))
-            vocab = data["model"]["vocab"]
-            pieces = vocab.keys() if isinstance(vocab, dict) else (entry[0] for entry in vocab)
-            added = (t["content"] for t in data.get("added_tokens", []))
-            return max(len(str(piece)) for piece in (*pieces, *added))
-        except (OSError, ValueError, TypeError, KeyError, IndexError):
-            return None
+        return longest_token_chars(self.path / "tokenizer.json")
 
     @cached_property
     def added_tokens(self) -> dict[str, tuple[int, bool]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -14,7 +14,12 @@ from typing import Any
 from backends.config import ModelConfig
 from backends.errors import StartupError
 from backends.models.folder import ModelFolder, inspect_model_folder
-from backends.models.providers import ProviderChoice, apply_provider, detect_available, select_provider
+from backends.models.providers import (
+    ProviderChoice,
+    apply_provider,
+    detect_available,
+    select_provider,
+)
 
 log = logging.getLogger("genai.runtime")
 
@@ -134,11 +139,27 @@ class LoadedModel:
         return isinstance(engine, dict) and "dynamic_batching" in engine
 
 
-def session_overlay(threads: int, provider: ProviderChoice) -> dict[str, Any] | None:
-    """genai_config overlay for CPU threading; accelerators keep the folder's own settings."""
+# The stages beside the decoder that run once per image (or audio clip). onnxruntime's CPU
+# arena keeps what the largest run needed: for them and for their model's decoder (whose
+# longest prefill, eight images' tokens, held its attention scores: 67 MB on the test model)
+# it goes, so what the largest request's media needed is freed after it.
+MEDIA_STAGES = ("vision", "embedding", "speech")
+
+
+def session_overlay(
+    threads: int, provider: ProviderChoice, stages: Iterable[str] = ()
+) -> dict[str, Any] | None:
+    """genai_config overlay for CPU threading, and no CPU arena for a model with media
+    ``stages`` (those and its decoder); accelerators keep the folder's own settings."""
     if provider.name != "cpu":
         return None
-    return {"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}}
+    decoder: dict[str, Any] = {"intra_op_num_threads": threads}
+    model: dict[str, Any] = {"decoder": {"session_options": decoder}}
+    for stage in stages:
+        if stage in MEDIA_STAGES:
+            model[stage] = {"session_options": {"enable_cpu_mem_arena": False}}
+            decoder["enable_cpu_mem_arena"] = False
+    return {"model": model}
 
 
 def resolve_max_length(requested: int | None, context_length: int) -> int:
@@ -157,8 +178,7 @@ def check_threads(requested: int | None) -> int:
     cpus = usable_cpus()
     if requested is not None and requested > cpus:
         raise StartupError(
-            f"GENAI_INTRA_OP_THREADS={requested} is more than the {cpus} CPUs this process "
-            "may use."
+            f"GENAI_INTRA_OP_THREADS={requested} is more than the {cpus} CPUs this process may use."
         )
     return requested or cpus
 
@@ -180,7 +200,7 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
     try:
         config = og.Config(str(folder.path))
         apply_provider(config, choice)
-        overlay = session_overlay(threads, choice)
+        overlay = session_overlay(threads, choice, folder.config.get("model", {}))
         if overlay is not None:
             config.overlay(json.dumps(overlay))
         tokenizer = og.Tokenizer(str(folder.path))  # no weights needed for that
@@ -199,4 +219,3 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
     model = LoadedModel(og, config, tokenizer, folder, choice, max_length, eos, threads)
     model.adapter_files = dict(cfg.adapters)
     return model
-

@@ -2,9 +2,12 @@
 a 30-second model window takes.
 
 onnxruntime-genai's audio processor decodes WAV, FLAC and MP3 itself; those bytes are handed to
-it unchanged (its features are the ones the oracle checks). Anything else libsndfile reads
-(Ogg Vorbis/Opus, AIFF, ...) and audio longer than one window are decoded here with soundfile
-and handed over as 16-bit WAV, one window at a time. Called off the event loop.
+it unchanged (its features are the ones the oracle checks) when they are at most one window,
+two channels and 48 kHz. Anything else libsndfile reads (Ogg Vorbis/Opus, AIFF, ...) and longer
+audio are decoded here with soundfile, a block at a time to one channel, and handed over as
+16-bit WAV, one window at a time. Memory is bounded by samples, not by the upload's size (a
+compressed file can claim any rate and channels): at most GENAI_MAX_AUDIO_SECONDS at 48 kHz per
+channel are decoded, 6 bytes each (mono float32, then WAV). Called off the event loop.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from backends.errors import InvalidRequest
 WINDOW_SECONDS = 30.0  # what one Whisper encoder pass covers
 MODEL_RATE = 16000  # Whisper's sample rate; the audio processor only resamples downwards
 NATIVE_FORMATS = {"WAV", "FLAC", "MP3"}  # decoded by the audio processor itself
+BOUND_RATE = 48_000  # samples per second of GENAI_MAX_AUDIO_SECONDS one upload may decode to
 
 
 class InvalidAudio(InvalidRequest):
@@ -44,43 +48,53 @@ class Audio:
     windows: tuple[AudioWindow, ...]
 
 
-def probe(data: bytes, *, max_seconds: float, param: str = "file") -> tuple[str, float, int]:
-    """The format, duration and sample rate of ``data``; InvalidAudio if it is not audio or
-    too long."""
+def probe(data: bytes, *, max_seconds: float, param: str = "file") -> tuple[str, int, int, int]:
+    """What ``data`` holds: its format, sample rate, channels and frames; InvalidAudio if it
+    is not audio, too long, or more samples than the memory bound allows."""
     if not data:
-        raise InvalidAudio("The audio file is empty.", param=param)
+        raise InvalidAudio(f"{param}: the audio file is empty.", param=param)
     try:
         info = sf.info(io.BytesIO(data))
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
         raise InvalidAudio(
-            f"The uploaded file is not audio this server can decode ({_reason(exc)}); "
+            f"{param}: the upload is not audio this server can decode ({_reason(exc)}); "
             "send WAV, FLAC, MP3 or Ogg.",
             param=param,
         ) from None
-    if info.samplerate <= 0 or info.frames <= 0:
-        raise InvalidAudio("The audio file holds no samples.", param=param)
+    if info.samplerate <= 0 or info.frames <= 0 or info.channels <= 0:
+        raise InvalidAudio(f"{param}: the audio file holds no samples.", param=param)
     duration = info.frames / info.samplerate
     if duration > max_seconds:
         raise InvalidAudio(
-            f"The audio is {duration:.1f} s long; this server accepts at most {max_seconds:g} s "
-            "(GENAI_MAX_AUDIO_SECONDS).",
+            f"{param}: the audio is {duration:.1f} s long; this server accepts at most "
+            f"{max_seconds:g} s (GENAI_MAX_AUDIO_SECONDS).",
             param=param,
         )
-    return info.format, duration, info.samplerate
+    most = max_frames(max_seconds)
+    if info.frames > most:
+        raise InvalidAudio(
+            f"{param}: the audio holds {info.frames} samples per channel ({info.samplerate} Hz "
+            f"for {duration:.1f} s); at most {most} are decoded (GENAI_MAX_AUDIO_SECONDS at "
+            f"{BOUND_RATE // 1000} kHz).",
+            param=param,
+        )
+    return info.format, info.samplerate, info.channels, info.frames
+
+
+def max_frames(max_seconds: float) -> int:
+    """Samples per channel one upload may decode to: what bounds its memory (as mono float32,
+    4 bytes each, plus the windows' 16-bit WAV, 2 bytes each), whatever its rate claims."""
+    return int(max_seconds * BOUND_RATE)
 
 
 def prepare(data: bytes, *, max_seconds: float, param: str = "file") -> Audio:
     """Check ``data`` and cut it into model windows."""
-    fmt, duration, rate = probe(data, max_seconds=max_seconds, param=param)
-    if fmt in NATIVE_FORMATS and duration <= WINDOW_SECONDS and rate >= MODEL_RATE:
+    fmt, rate, channels, frames = probe(data, max_seconds=max_seconds, param=param)
+    duration = frames / rate
+    native = fmt in NATIVE_FORMATS and MODEL_RATE <= rate <= BOUND_RATE and channels <= 2
+    if native and duration <= WINDOW_SECONDS:
         return Audio(fmt, duration, (AudioWindow(data, 0.0, duration),))
-    try:
-        pcm, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError, ValueError) as exc:
-        raise InvalidAudio(
-            f"The audio could not be decoded ({_reason(exc)}).", param=param
-        ) from None
-    mono = pcm.mean(axis=1)
+    mono = _mono(data, channels, param)
     if rate < MODEL_RATE:  # up to 16 kHz here (linear: no new content is needed)
         mono = _upsample(mono, rate, MODEL_RATE)
         rate = MODEL_RATE
@@ -92,6 +106,23 @@ def prepare(data: bytes, *, max_seconds: float, param: str = "file") -> Audio:
             break
         windows.append(AudioWindow(_wav(piece, rate), begin / rate, len(piece) / rate))
     return Audio(fmt, duration, tuple(windows))
+
+
+def _mono(data: bytes, channels: int, param: str) -> np.ndarray:
+    """The audio mixed down to one channel, decoded a block at a time (a block holds about
+    a million samples, whatever the channel count)."""
+    pieces: list[np.ndarray] = []
+    try:
+        blocks = sf.blocks(
+            io.BytesIO(data), blocksize=max(1, 2**20 // channels), dtype="float32", always_2d=True
+        )
+        for block in blocks:
+            pieces.append(block.mean(axis=1, dtype=np.float32))
+    except (sf.LibsndfileError, RuntimeError, ValueError) as exc:
+        raise InvalidAudio(
+            f"{param}: the audio could not be decoded ({_reason(exc)}).", param=param
+        ) from None
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
 
 
 def _upsample(pcm: np.ndarray, rate: int, to: int) -> np.ndarray:
@@ -107,5 +138,8 @@ def _wav(pcm: np.ndarray, rate: int) -> bytes:
 
 
 def _reason(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:160]
+    """libsndfile's own words (not the exception's text, which names the Python object the
+    bytes were read from, with its address)."""
+    if isinstance(exc, sf.LibsndfileError):
+        return exc.error_string.strip().rstrip(".")[:160] or "libsndfile could not read it"
+    return "its header cannot be read"

@@ -15,7 +15,7 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -60,7 +60,7 @@ class _Job:
     audio: Audio
     handle: TranscriptionHandle
     accepted: float
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: threading.Event  # the handle's
 
 
 class TranscriptionHandle:
@@ -72,7 +72,10 @@ class TranscriptionHandle:
         self._loop = loop
         self._events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._result: TranscriptionResult | None = None
-        self._job: _Job | None = None
+        # Its job's cancel flag, not the job: a job holds its handle, and a cycle through the
+        # job's audio (the upload and its decoded windows, tens of MB) would keep it until the
+        # cyclic garbage collector happens to run.
+        self.cancelled = threading.Event()
 
     # ---- from the owner thread -----------------------------------------------------------
     def _send(self, kind: str, value: Any) -> None:
@@ -80,8 +83,7 @@ class TranscriptionHandle:
 
     # ---- on the event loop ---------------------------------------------------------------
     def cancel(self) -> None:
-        if self._job is not None:
-            self._job.cancelled.set()
+        self.cancelled.set()
 
     async def __aiter__(self) -> AsyncIterator[str]:
         finished = False
@@ -235,8 +237,7 @@ class TranscriptionService(ModelService):
             )
         request_id = request.request_id or f"transcribe-{next(self._ids)}"
         handle = TranscriptionHandle(request_id, loop)
-        job = _Job(request, audio, handle, time.perf_counter())
-        handle._job = job
+        job = _Job(request, audio, handle, time.perf_counter(), handle.cancelled)
         if language is not None:
             job.request = replace(request, language=language)
         self._inflight[request_id] = job
@@ -254,24 +255,28 @@ class TranscriptionService(ModelService):
         if self._model is None:
             return
         while (job := self._jobs.get()) is not None:
-            self._running = job.handle.id
-            try:
-                if job.cancelled.is_set():  # its client left while it waited
-                    raise RequestCancelled("The transcription was cancelled before it started.")
-                result = self._run(self._model, job)
-            except GenAIError as exc:
-                job.handle._send("error", exc)
-            except Exception as exc:  # a model failure: in the error shape, never a crash
-                log.exception("transcription %s failed", job.handle.id)
-                job.handle._send("error", GenerationFailed(f"Transcription failed: {exc}"))
-            else:
-                if self.observer is not None:  # counted before the answer can go out
-                    observer = self.observer
-                    job.handle._loop.call_soon_threadsafe(observer.on_transcribed, result)
-                job.handle._send("done", result)
-            finally:
-                self._running = None
-                self._inflight.pop(job.handle.id, None)
+            self._serve(self._model, job)
+            del job  # not held while the thread waits for the next (its audio: tens of MB)
+
+    def _serve(self, model: WhisperModel, job: _Job) -> None:
+        self._running = job.handle.id
+        try:
+            if job.cancelled.is_set():  # its client left while it waited
+                raise RequestCancelled("The transcription was cancelled before it started.")
+            result = self._run(model, job)
+        except GenAIError as exc:
+            job.handle._send("error", exc)
+        except Exception as exc:  # a model failure: in the error shape, never a crash
+            log.exception("transcription %s failed", job.handle.id)
+            job.handle._send("error", GenerationFailed(f"Transcription failed: {exc}"))
+        else:
+            if self.observer is not None:  # counted before the answer can go out
+                observer = self.observer
+                job.handle._loop.call_soon_threadsafe(observer.on_transcribed, result)
+            job.handle._send("done", result)
+        finally:
+            self._running = None
+            self._inflight.pop(job.handle.id, None)
 
     def _run(self, model: WhisperModel, job: _Job) -> TranscriptionResult:
         started = time.perf_counter()

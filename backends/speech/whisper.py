@@ -19,6 +19,7 @@ from backends.errors import InvalidRequest
 from backends.models.loader import usable_cpus
 from backends.speech.audio import InvalidAudio
 from backends.speech.text import ByteText
+from backends.text import check_text
 
 
 def is_speech_folder(path: Path) -> bool:
@@ -55,7 +56,10 @@ class WhisperModel:
         config = og.Config(str(path))
         # As for the chat models: every usable CPU unless told (og's default acts as one).
         threads = intra_op_threads or usable_cpus()
-        overlay = {"session_options": {"intra_op_num_threads": threads}}
+        # No CPU arena: onnxruntime's would keep what the longest decoding needed (issue 37).
+        overlay = {
+            "session_options": {"intra_op_num_threads": threads, "enable_cpu_mem_arena": False}
+        }
         config.overlay(json.dumps({"model": {"encoder": overlay, "decoder": overlay}}))
         self.model = og.Model(config)
         self.processor = self.model.create_multimodal_processor()
@@ -100,6 +104,7 @@ class WhisperModel:
         """The previous-text tokens Whisper is conditioned on; too long a prompt is refused."""
         if not prompt or not prompt.strip():
             return []
+        check_text(prompt, "prompt", nul=True)
         ids = [int(t) for t in self.tokenizer.encode(" " + prompt.strip())]
         room = self.context_length // 2 - 1
         if len(ids) > room:

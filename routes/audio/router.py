@@ -63,13 +63,14 @@ async def transcriptions(
     language: Annotated[str | None, Form(max_length=16)] = None,
     prompt: Annotated[str | None, Form(max_length=20_000)] = None,
     response_format: Annotated[ResponseFormat, Form()] = "json",
-    temperature: Annotated[float, Form(ge=0.0, le=1.0)] = 0.0,
+    temperature: Annotated[float, Form(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.0,
     stream: Annotated[bool, Form()] = False,
     timestamp_granularities: Annotated[
         list[str] | None, Form(alias="timestamp_granularities[]")
     ] = None,
     include: Annotated[list[str] | None, Form(alias="include[]")] = None,
 ) -> Response | TranscriptionJson | TranscriptionVerbose:
+    serving.check_fields([name for name, _ in (await request.form()).multi_items()])
     serving.check_options(timestamp_granularities, include, response_format)
     service = models.transcriber(model)
     limit = settings.server.max_audio_mib * MIB

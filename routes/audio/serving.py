@@ -21,6 +21,15 @@ from schemas.audio import (
 )
 
 GRANULARITIES = ("segment",)
+LIST_FIELDS = ("timestamp_granularities[]", "include[]")
+
+
+def check_fields(names: list[str]) -> None:
+    """A form field given twice (two files, two models) is refused, not decided by order."""
+    for name in dict.fromkeys(names):
+        count = names.count(name)
+        if count > 1 and name not in LIST_FIELDS:
+            raise InvalidRequest(f"{name}: the form holds {count} of them; send one.", param=name)
 
 
 def check_options(

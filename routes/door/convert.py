@@ -15,14 +15,21 @@ from pydantic import BaseModel
 from backends.core.request import ChatPrompt, json_schema_guidance
 from backends.core.timing import RequestMetrics
 from backends.models.sampling import DEFAULTED_FIELDS
-from backends.types import ChoiceFinish, ImageSource, SamplingParams, Usage
-from schemas.common import ChatMessage, ImagePart, SamplingFields, TimingMetrics
+from backends.types import ChoiceFinish, ImageSource, SamplingParams, Speculative, Usage
+from schemas.common import (
+    ChatMessage,
+    ImagePart,
+    SamplingFields,
+    SpeculativeOptions,
+    TimingMetrics,
+)
 
 
 # ---- requests ----------------------------------------------------------------------------------
 class SamplingBody(Protocol):
     """What every door's body has: these four. Anthropic's leaves ``top_p`` and ``top_k`` unset
-    (no cut); the other fields are those of :class:`SamplingFields`, which the others have."""
+    (no cut); the other fields are those of :class:`SamplingFields`, which the others have
+    (Anthropic's has ``min_p`` and ``speculative`` as extensions)."""
 
     @property
     def temperature(self) -> float: ...
@@ -49,6 +56,8 @@ def sampling_params(
     width, length_penalty, early_stopping = beams or (1, 1.0, True)
     more = body if isinstance(body, SamplingFields) else _DEFAULTS
     return SamplingParams(
+        min_p=getattr(body, "min_p", None) or 0.0,
+        speculative=speculative(getattr(body, "speculative", None)),
         num_beams=width,
         length_penalty=length_penalty,
         early_stopping=early_stopping,
@@ -64,6 +73,15 @@ def sampling_params(
         logprobs=logprobs,
         top_logprobs=top_logprobs,
         guidance=json_schema_guidance(json_schema) if json_schema is not None else None,
+    )
+
+
+def speculative(options: SpeculativeOptions | None) -> Speculative | None:
+    """A request's ``speculative`` object as the core's override (None: the server's)."""
+    if options is None:
+        return None
+    return Speculative(
+        options.num_speculative_tokens, options.prompt_lookup_min, options.prompt_lookup_max
     )
 
 
@@ -121,6 +139,8 @@ class Totals:
     completion: int
     cached: int  # prompt tokens whose KV cache was reused
     images: int = 0  # prompt tokens that stand for images
+    drafted: int = 0  # n-gram speculation: tokens drafted and verified
+    accepted: int = 0  # of those, the tokens taken
 
     @property
     def uncached_prompt(self) -> int:
@@ -133,7 +153,12 @@ class Totals:
 
 def totals(usage: Usage) -> Totals:
     return Totals(
-        usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.image_tokens
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cached_tokens,
+        usage.image_tokens,
+        usage.drafted_tokens,
+        usage.accepted_tokens,
     )
 
 

@@ -87,7 +87,8 @@ async def with_images(request: GenerationRequest, policy: MediaPolicy) -> Genera
             "are accepted.",
             param=chat.images[policy.limits.max_images].param,
         )
-    images = await asyncio.gather(*(load_image(s, policy) for s in chat.images))
+    # One at a time: a request holds one image's decoding memory at once, not max_images'.
+    images = [await load_image(s, policy) for s in chat.images]
     prompt: ChatPrompt = dataclasses.replace(chat, images=images)
     return dataclasses.replace(request, prompt=prompt)
 
@@ -96,6 +97,8 @@ async def load_image(source: ImageInput | ImageSource, policy: MediaPolicy) -> I
     if isinstance(source, ImageInput):
         return source
     data = source.data
+    if data is None and source.b64 is not None:
+        data = base64_bytes(source.b64, source.param, policy.limits.max_bytes)
     if data is None:
         data = await image_bytes(source.url or "", source.param, policy)
     return await asyncio.to_thread(decode_image, data, source.param, policy.limits)
@@ -138,7 +141,7 @@ def data_url_bytes(url: str, param: str, max_bytes: int) -> bytes:
 
 
 def base64_bytes(data: str, param: str, max_bytes: int) -> bytes:
-    """A base64 image (Anthropic's ``source.data``)."""
+    """A base64 image (Ollama's ``images``)."""
     if len(data) * 3 // 4 > max_bytes:
         raise PayloadTooLarge(
             f"{param}: the image is larger than the {max_bytes} bytes accepted.", param=param

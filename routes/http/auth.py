@@ -2,18 +2,25 @@
 
 Auth is an ASGI middleware rather than a route dependency so that it also covers routes mounted
 later by others (``/metrics``) and cannot be forgotten on a new router. Open without a key:
-``/healthz``, ``/readyz`` (probes) and the API description (``/docs``, ``/redoc``,
-``/openapi.json``: it holds no data, and Swagger's "Authorize" button needs it), and the web
-playground's own files (routes/web.py: the page asks for the key and sends it on its API calls).
+``/healthz`` (and its aliases ``/health``, ``/v1/health``), ``/readyz`` (probes) and the API
+description (``/docs``, ``/redoc``, ``/openapi.json``: it holds no data, and Swagger's
+"Authorize" button needs it), and the web playground's own files (routes/web.py: the page asks
+for the key and sends it on its API calls). ``/metrics`` and the render routes are open only
+when ``GENAI_METRICS_OPEN`` / ``GENAI_RENDER_OPEN`` say so (the gateway's endpoint picker sends
+no key).
+
+A request let in carries its key's owner (:func:`request_owner`: a hash of the key, never the
+key), so that what a key stores (Responses) is that key's alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -22,8 +29,14 @@ from routes.web import page_paths
 from schemas.errors import error_body
 from schemas.settings import ServerSettings, split_csv
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc"})
+OPEN_PATHS = frozenset(
+    {"/healthz", "/health", "/v1/health", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc"}
+)
 OPENAPI_PATH = "/openapi.json"
+OWNER = "key_owner"  # where ApiKeyMiddleware leaves a request's owner, in its state
+# Opened by settings, for the inference gateway's endpoint picker, which sends no key.
+METRICS_PATH = "/metrics"
+RENDER_PATHS = frozenset({"/v1/chat/completions/render", "/v1/completions/render"})
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -35,12 +48,25 @@ def bearer_token(authorization: str | None) -> str | None:
     return token.strip()
 
 
-def key_matches(given: str, keys: list[str]) -> bool:
-    """Constant-time comparison against every key (no early exit on the first match)."""
-    matched = False
+def matching_key(given: str, keys: list[str]) -> str | None:
+    """The key ``given`` is, compared in constant time with every key (no early exit on the
+    first match); None for none."""
+    found = None
     for key in keys:
-        matched |= hmac.compare_digest(given.encode(), key.encode())
-    return matched
+        if hmac.compare_digest(given.encode(), key.encode()):
+            found = key
+    return found
+
+
+def key_owner(key: str) -> str:
+    """Whose a stored thing is: the key's SHA-256 (what a store may keep; the key it may not)."""
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def request_owner(request: Request) -> str | None:
+    """The owner of the key that let ``request`` in; None when no key is asked for."""
+    owner: str | None = getattr(request.state, OWNER, None)
+    return owner
 
 
 class ApiKeyMiddleware:
@@ -57,7 +83,9 @@ class ApiKeyMiddleware:
         # Anthropic's clients send the key as `x-api-key`; either header will do.
         bearer = bearer_token(headers.get("authorization"))
         given = [t for t in (bearer, headers.get("x-api-key", "").strip()) if t]
-        if any(key_matches(token, self.keys) for token in given):
+        key = next((k for k in (matching_key(t, self.keys) for t in given) if k), None)
+        if key is not None:
+            scope.setdefault("state", {})[OWNER] = key_owner(key)
             await self.app(scope, receive, send)
             return
         message = (
@@ -70,7 +98,7 @@ class ApiKeyMiddleware:
         await response(scope, receive, send)
 
 
-def _document_bearer_auth(app: FastAPI) -> Callable[[], dict[str, Any]]:
+def _document_bearer_auth(app: FastAPI, open_paths: frozenset[str]) -> Callable[[], dict[str, Any]]:
     original = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -90,7 +118,7 @@ def _document_bearer_auth(app: FastAPI) -> Callable[[], dict[str, Any]]:
             },
         }
         for path, operations in schema.get("paths", {}).items():
-            if path in OPEN_PATHS:
+            if path in open_paths:
                 continue
             for operation in operations.values():
                 operation["security"] = [{"apiKey": []}]
@@ -101,14 +129,20 @@ def _document_bearer_auth(app: FastAPI) -> Callable[[], dict[str, Any]]:
     return openapi
 
 
+def picker_paths(settings: ServerSettings) -> frozenset[str]:
+    """What GENAI_METRICS_OPEN and GENAI_RENDER_OPEN open."""
+    metrics = {METRICS_PATH} if settings.metrics_open else set()
+    return frozenset(metrics | (RENDER_PATHS if settings.render_open else set()))
+
+
 def install_auth_and_cors(app: FastAPI, settings: ServerSettings) -> None:
     keys = settings.api_keys
     if keys:
         # The playground's own files (listed from its folder) are open; its API calls are not.
         page = page_paths() if settings.web_ui else frozenset()
-        open_paths = OPEN_PATHS | {OPENAPI_PATH} | page
+        open_paths = OPEN_PATHS | {OPENAPI_PATH} | page | picker_paths(settings)
         app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=open_paths)
-        app.openapi = _document_bearer_auth(app)  # type: ignore[method-assign]
+        app.openapi = _document_bearer_auth(app, open_paths)  # type: ignore[method-assign]
     origins = split_csv(settings.cors_origins)
     if origins:
         # Added last, so outermost: preflight requests are answered before auth runs.

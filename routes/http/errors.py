@@ -48,6 +48,9 @@ def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     if err.get("type") == "json_invalid":
         return "The request body is not valid JSON.", None
     loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+    ctx = err.get("ctx")
+    if err.get("type") == "not_unicode" and isinstance(ctx, dict):  # the place is inside
+        loc += [p for p in str(ctx.get("field", "")).split(".") if p]
     param = ".".join(loc) or None
     msg = str(err.get("msg", "Invalid request"))
     return (f"{param}: {msg}" if param else msg), param

@@ -1,4 +1,5 @@
-"""The native API: /healthz, /v1/chat (JSON + metrics) and /v1/chat/stream (SSE)."""
+"""The native API: /healthz (also /health and /v1/health), /v1/chat (JSON + metrics) and
+/v1/chat/stream (SSE)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ router = APIRouter()
 
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}}, tags=["health"])
+# The names other servers' probes use: KServe's (vLLM's /health) and benchmark clients'.
+@router.get("/health", response_model=Health, responses={503: {"model": Health}}, tags=["health"])
+@router.get(
+    "/v1/health", response_model=Health, responses={503: {"model": Health}}, tags=["health"]
+)
 async def healthz(models: ModelsDep) -> JSONResponse:
     """Liveness, in the seed's shape for the default model, with every model's status."""
     default = models.default

@@ -38,13 +38,14 @@ from schemas.ollama import (
     TokenLogprob,
     ToolCall,
 )
-from schemas.ollama.request import image_url
 
 # The core's names for the fields an error may be about → the client's.
 _PARAMS = {
     "max_tokens": "options.num_predict",
     "guidance": "format",
     "top_k": "options.top_k",
+    "min_p": "options.min_p",
+    "speculative": "options.speculative",
 }
 
 
@@ -92,11 +93,18 @@ def _request(
     )
 
 
+def _image(param: str, data: str) -> ImageSource:
+    """An Ollama image: base64 bytes (no prefix), or a data: URL."""
+    if data.startswith("data:"):
+        return ImageSource(param, url=data)
+    return ImageSource(param, b64=data)
+
+
 def chat_request(body: ChatRequest, request_id: str) -> GenerationRequest:
     """The chat; its messages' images become the prompt's image sources, in order, named by
     where the client put them (``messages.0.images.1``), for the door to load."""
     images = [
-        ImageSource(f"messages.{i}.images.{j}", url=image_url(data))
+        _image(f"messages.{i}.images.{j}", data)
         for i, m in enumerate(body.messages)
         for j, data in enumerate(m.images or ())
     ]
@@ -115,7 +123,7 @@ def generate_request(body: GenerateRequest, request_id: str) -> GenerationReques
     system = [{"role": "system", "content": body.system}] if body.system else []
     user = Message(role="user", content=body.prompt, images=body.images)
     messages = [*system, user.as_template_message()]
-    images = [ImageSource(f"images.{j}", url=image_url(d)) for j, d in enumerate(body.images or ())]
+    images = [_image(f"images.{j}", d) for j, d in enumerate(body.images or ())]
     return _request(body, ChatPrompt(messages, None, body.template_args, images), request_id)
 
 

@@ -1,4 +1,5 @@
-"""OpenAI-compatible routes: /v1/chat/completions, /v1/completions, /v1/models.
+"""OpenAI-compatible routes: /v1/chat/completions, /v1/completions, /v1/models, and vLLM's
+render routes beside the first two (a request's token ids, nothing generated).
 
 Thin: validate, start the generations (errors here still get their status code), then answer
 JSON or SSE. The logic lives in routes/openai/serving.py.
@@ -26,6 +27,7 @@ from schemas.openai import (
     CompletionRequest,
     ModelCard,
     ModelList,
+    RenderedPrompt,
 )
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -67,6 +69,38 @@ async def completions(
 ) -> Completion | EventSourceResponse:
     handle = await models.submit(serving.completion_request(body, request_id(request)))
     return await answer(request, serving.COMPLETIONS, handle, body, stream=body.stream)
+
+
+@router.post(
+    "/chat/completions/render",
+    response_model=RenderedPrompt,
+    responses=ERROR_RESPONSES,
+    summary="A chat completion request's token ids (vLLM's render)",
+)
+async def render_chat_completion(
+    body: ChatCompletionRequest, models: ModelsDep, request: Request
+) -> RenderedPrompt:
+    """The token ids ``/v1/chat/completions`` would feed the model for this body (template,
+    tools and images applied); nothing is generated. The inference gateway's endpoint picker
+    tokenizes with it for prefix-aware routing."""
+    chat = await load_media(request, serving.chat_request(body, request_id(request)))
+    [prompt] = await models.render(chat)
+    return serving.rendered(prompt)
+
+
+@router.post(
+    "/completions/render",
+    response_model=list[RenderedPrompt],
+    responses=ERROR_RESPONSES,
+    summary="A completion request's token ids, one entry per prompt (vLLM's render)",
+)
+async def render_completion(
+    body: CompletionRequest, models: ModelsDep, request: Request
+) -> list[RenderedPrompt]:
+    """The token ids ``/v1/completions`` would feed the model, for each prompt of this body;
+    nothing is generated."""
+    prompts = await models.render(serving.completion_request(body, request_id(request)))
+    return [serving.rendered(prompt) for prompt in prompts]
 
 
 @router.get("/models", response_model=ModelList, responses={401: ERROR_RESPONSES[401]})

@@ -17,7 +17,7 @@ from backends.core.handle import ChoiceDelta, ChoiceResult, RequestHandle
 from backends.core.registry import ModelRegistry, ServedModel
 from backends.core.request import GenerationRequest, TextPrompt
 from backends.errors import GenerationFailed
-from backends.types import GeneratedToken, Logprob, Usage
+from backends.types import GeneratedToken, Logprob, PreparedPrompt, Usage
 from routes.door import ids
 from routes.door.answer import Door, Stream
 from routes.door.convert import (
@@ -42,11 +42,13 @@ from schemas.openai import (
     CompletionChoice,
     CompletionLogprobs,
     CompletionRequest,
+    CompletionTokensDetails,
     DeltaFunction,
     DeltaToolCall,
     ModelCard,
     ModelList,
     PromptTokensDetails,
+    RenderedPrompt,
     TokenLogprob,
     ToolCallOut,
     TopLogprob,
@@ -96,6 +98,10 @@ def completion_request(body: CompletionRequest, request_id: str) -> GenerationRe
     )
 
 
+def rendered(prompt: PreparedPrompt) -> RenderedPrompt:
+    return RenderedPrompt(token_ids=prompt.token_ids)
+
+
 def usage_info(usage: Usage) -> UsageInfo:
     count = totals(usage)
     return UsageInfo(
@@ -105,6 +111,11 @@ def usage_info(usage: Usage) -> UsageInfo:
         prompt_tokens_details=PromptTokensDetails(
             cached_tokens=count.cached, image_tokens=count.images or None
         ),
+        completion_tokens_details=CompletionTokensDetails(
+            drafted_tokens=count.drafted, accepted_tokens=count.accepted
+        )
+        if count.drafted
+        else None,
     )
 
 

@@ -125,7 +125,11 @@ class ResponseBuilder:
                 input_tokens=count.prompt,
                 input_tokens_details=InputTokensDetails(cached_tokens=count.cached),
                 output_tokens=count.completion,
-                output_tokens_details=OutputTokensDetails(reasoning_tokens=self._reasoning_tokens),
+                output_tokens_details=OutputTokensDetails(
+                    reasoning_tokens=self._reasoning_tokens,
+                    drafted_tokens=count.drafted or None,
+                    accepted_tokens=count.accepted if count.drafted else None,
+                ),
                 total_tokens=count.total,
             )
             metrics = timing(handle.metrics(), handle.model)

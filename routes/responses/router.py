@@ -3,7 +3,8 @@
 
 Thin: validate, resolve the conversation a request continues, start the generation (errors here
 still get their status code), then answer JSON or SSE. The logic lives in
-routes/responses/serving.py and state.py; the store on ``app.state.responses``.
+routes/responses/serving.py and state.py; the store on ``app.state.responses``. A stored
+response is its key's: another key's request finds nothing (``OwnerDep``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sse_starlette import EventSourceResponse
 from backends.errors import InvalidRequest
 from routes.door.answer import answer
 from routes.door.media import load_media
+from routes.http.auth import request_owner
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import sse_response_doc
@@ -30,6 +32,7 @@ from schemas.responses import (
     ResponsesRequest,
     ResponsesResponse,
 )
+from schemas.responses.request import Includable
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
@@ -41,6 +44,8 @@ def get_store(request: Request) -> ResponseStore:
 
 
 StoreDep = Annotated[ResponseStore, Depends(get_store)]
+# Whose stored responses the request may see: its key's (None without keys).
+OwnerDep = Annotated[str | None, Depends(request_owner)]
 
 _STREAM = sse_response_doc(
     "A response. With `stream: true`: server-sent events, each `event: <type>` with "
@@ -53,7 +58,11 @@ _STREAM = sse_response_doc(
 _STORED: dict[int | str, dict[str, Any]] = {
     400: ERROR_RESPONSES[400],
     401: ERROR_RESPONSES[401],
-    404: {"model": ErrorResponse, "description": "No such response (unknown, expired, deleted)"},
+    404: {
+        "model": ErrorResponse,
+        "description": "No such response (unknown, expired, deleted, or another key's)",
+    },
+    503: {"model": ErrorResponse, "description": "The stored responses cannot be reached"},
 }
 
 
@@ -64,9 +73,9 @@ _STORED: dict[int | str, dict[str, Any]] = {
     summary="Create a response (OpenAI Responses API)",
 )
 async def create_response(
-    body: ResponsesRequest, models: ModelsDep, store: StoreDep, request: Request
+    body: ResponsesRequest, models: ModelsDep, store: StoreDep, owner: OwnerDep, request: Request
 ) -> ResponsesResponse | EventSourceResponse:
-    turn = await state.begin(body, store)
+    turn = await state.begin(body, store, owner)
     earlier = turn.earlier_items()
     core = serving.responses_request(body, request_id(request), earlier, turn.continues)
     handle = await models.submit(await load_media(request, core))
@@ -82,6 +91,7 @@ async def create_response(
 async def retrieve_response(
     response_id: str,
     store: StoreDep,
+    owner: OwnerDep,
     stream: Annotated[
         bool, Query(description="Only false: a stored response is not replayed.")
     ] = False,
@@ -90,7 +100,7 @@ async def retrieve_response(
         raise InvalidRequest(
             "not supported: stored responses are not replayed as streams", param="stream"
         )
-    found = await state.stored(store, response_id)
+    found = await state.stored(store, response_id, owner)
     return JSONResponse(found.response)
 
 
@@ -103,15 +113,24 @@ async def retrieve_response(
 async def list_input_items(
     response_id: str,
     store: StoreDep,
+    owner: OwnerDep,
     order: Literal["asc", "desc"] = "desc",
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     after: Annotated[str | None, Query(description="An item id: the page starts after it.")] = None,
+    before: Annotated[
+        str | None, Query(description="An item id: the page ends before it (the page before).")
+    ] = None,
     include: Annotated[
-        list[str] | None, Query(description="Accepted; nothing more to include.")
+        list[Includable] | None,
+        Query(description="Accepted: input items are listed whole (their image URLs included)."),
+    ] = None,
+    include_brackets: Annotated[
+        list[Includable] | None,
+        Query(alias="include[]", description="`include`, as the openai SDK spells it."),
     ] = None,
 ) -> JSONResponse:
-    found = await state.stored(store, response_id)
-    return JSONResponse(state.page(found.input, order, limit, after))
+    found = await state.stored(store, response_id, owner)
+    return JSONResponse(state.page(found.input, order, limit, after, before))
 
 
 @router.delete(
@@ -120,6 +139,6 @@ async def list_input_items(
     responses=_STORED,
     summary="Forget a stored response",
 )
-async def delete_response(response_id: str, store: StoreDep) -> ResponseDeleted:
-    await state.delete(store, response_id)
+async def delete_response(response_id: str, store: StoreDep, owner: OwnerDep) -> ResponseDeleted:
+    await state.delete(store, response_id, owner)
     return ResponseDeleted(id=response_id)

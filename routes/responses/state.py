@@ -12,18 +12,32 @@ prefix reuse finds the earlier turn's KV cache (docs/api/responses.md says how f
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
+import psycopg
 from pydantic import TypeAdapter
 
 from backends.errors import GenAIError, InvalidRequest, StartupError
 from backends.types import Transcript
 from routes.door import ids
-from routes.responses.store import ResponseStore, StoredResponse, StoreLimits
+from routes.responses import postgres_store
+from routes.responses.postgres_store import PostgresStore
+from routes.responses.sqlite_store import SqliteStore
+from routes.responses.store import (
+    ResponseStore,
+    StoredResponse,
+    StoreLimits,
+    StoreUnavailable,
+    UnknownSchema,
+)
 from schemas.responses import InputItem, ResponsesRequest, ResponsesResponse
 from schemas.settings import ServerSettings
+
+log = logging.getLogger("genai.responses")
 
 MIB = 1024 * 1024
 _ITEM: TypeAdapter[Any] = TypeAdapter(InputItem)
@@ -49,26 +63,37 @@ class PreviousResponseNotFound(InvalidRequest):
 
 
 def open_store(settings: ServerSettings) -> ResponseStore:
-    """The store the settings describe: in memory, or in the GENAI_RESPONSES_DB file."""
+    """The store the settings describe: in memory, in the GENAI_RESPONSES_DB file, or in the
+    PostgreSQL database it names (postgresql://…)."""
     limits = StoreLimits(
         settings.responses_max, int(settings.responses_max_mib * MIB), settings.responses_ttl
     )
-    path = settings.responses_db.expanduser() if settings.responses_db else None
+    location = settings.responses_db
     try:
-        return ResponseStore(path, limits)
-    except (sqlite3.Error, OSError) as exc:
-        raise StartupError(f"Cannot open GENAI_RESPONSES_DB={path}: {exc}.") from None
+        if location is not None and postgres_store.is_url(location):
+            return PostgresStore(location, limits)
+        return SqliteStore(Path(location).expanduser() if location else None, limits)
+    except UnknownSchema as exc:
+        raise StartupError(str(exc)) from None
+    except (sqlite3.Error, psycopg.Error, OSError, StoreUnavailable) as exc:
+        url = location is not None and postgres_store.is_url(location)
+        shown = postgres_store.describe(location) if url and location else location
+        reason = " ".join(str(exc).split())  # libpq's messages span lines
+        end = "" if reason.endswith((".", "?")) else "."
+        raise StartupError(f"Cannot open GENAI_RESPONSES_DB={shown}: {reason}{end}") from None
 
 
 @dataclass(frozen=True)
 class Turn:
     """One POST /v1/responses: its body, the stored conversation it continues (items as JSON,
-    each with its id) and the store that keeps its response (None: ``store: false``)."""
+    each with its id), the store that keeps its response (None: ``store: false``) and whose
+    it is there (the hash of the request's key; None without keys)."""
 
     body: ResponsesRequest
     earlier: list[dict[str, Any]] = field(default_factory=list)
     store: ResponseStore | None = None
     continues: Transcript | None = None  # the tokens the earlier turn read and wrote
+    owner: str | None = None
 
     def earlier_items(self) -> list[Any]:
         """The earlier items as input items (the prompt is made of them, then the input)."""
@@ -76,24 +101,29 @@ class Turn:
 
     async def keep(self, response: ResponsesResponse, transcript: Transcript | None) -> None:
         """Store the finished response with its input items (given ids where they had none)
-        and the tokens its model read and wrote; one too large to store says so (``store:
-        false``)."""
+        and the tokens its model read and wrote; one too large to store, or a store out of
+        reach, says so (``store: false``; the log says why): the answer is not lost for it."""
         if self.store is None:
             return
         items = [*self.earlier, *(_with_id(item) for item in self.body.input)]
         body = response.model_dump(mode="json", by_alias=True)
-        stored = StoredResponse(response.id, body, items, _kept(transcript))
-        if not await asyncio.to_thread(self.store.put, stored):
+        stored = StoredResponse(response.id, body, items, _kept(transcript), self.owner)
+        try:
+            kept = await asyncio.to_thread(self.store.put, stored)
+        except StoreUnavailable:
+            log.warning("response %s not stored: the store cannot be reached", response.id)
+            kept = False
+        if not kept:
             response.store = False
 
 
-async def begin(body: ResponsesRequest, store: ResponseStore) -> Turn:
-    """The request's turn: the conversation ``previous_response_id`` names (a 400 when it is
-    not stored), and where its response goes."""
+async def begin(body: ResponsesRequest, store: ResponseStore, owner: str | None = None) -> Turn:
+    """The request's turn for ``owner``: the conversation ``previous_response_id`` names (a 400
+    when it is not stored, or is another owner's), and where its response goes."""
     earlier: list[dict[str, Any]] = []
     continues = None
     if body.previous_response_id is not None:
-        previous = await asyncio.to_thread(store.get, body.previous_response_id)
+        previous = await asyncio.to_thread(store.get, body.previous_response_id, owner)
         if previous is None:
             raise PreviousResponseNotFound(
                 f"Previous response with id '{body.previous_response_id}' not found.",
@@ -101,7 +131,7 @@ async def begin(body: ResponsesRequest, store: ResponseStore) -> Turn:
             )
         earlier = previous.conversation()
         continues = _transcript(previous.transcript)
-    return Turn(body, earlier, None if body.store is False else store, continues)
+    return Turn(body, earlier, None if body.store is False else store, continues, owner)
 
 
 def _kept(transcript: Transcript | None) -> dict[str, Any] | None:
@@ -118,15 +148,16 @@ def _transcript(kept: dict[str, Any] | None) -> Transcript | None:
     return Transcript(str(kept["model"]), str(kept["text"]), tuple(int(t) for t in kept["ids"]))
 
 
-async def stored(store: ResponseStore, response_id: str) -> StoredResponse:
-    found = await asyncio.to_thread(store.get, response_id)
+async def stored(store: ResponseStore, response_id: str, owner: str | None) -> StoredResponse:
+    """``owner``'s stored response (404 for another owner's, as for one never stored)."""
+    found = await asyncio.to_thread(store.get, response_id, owner)
     if found is None:
         raise _not_found(response_id)
     return found
 
 
-async def delete(store: ResponseStore, response_id: str) -> None:
-    if not await asyncio.to_thread(store.delete, response_id):
+async def delete(store: ResponseStore, response_id: str, owner: str | None) -> None:
+    if not await asyncio.to_thread(store.delete, response_id, owner):
         raise _not_found(response_id)
 
 
@@ -135,24 +166,34 @@ def page(
     order: Literal["asc", "desc"],
     limit: int,
     after: str | None,
+    before: str | None = None,
 ) -> dict[str, Any]:
     """One page of input items, as OpenAI lists them: newest first unless ``order`` is
-    ``asc``, starting after the item ``after`` names."""
+    ``asc``; the page starts after the item ``after`` names, or ends just before the item
+    ``before`` names (the ``limit`` items before it: the previous page)."""
     ordered = items if order == "asc" else items[::-1]
-    start = 0
-    if after is not None:
-        at = next((i for i, item in enumerate(ordered) if item.get("id") == after), None)
-        if at is None:
-            raise InvalidRequest(f"No input item '{after}' in this response.", param="after")
-        start = at + 1
-    data = ordered[start : start + limit]
+    start = 0 if after is None else _index(ordered, after, "after") + 1
+    end = len(ordered) if before is None else _index(ordered, before, "before")
+    if before is not None and after is None:  # the page just before ``before``
+        start = max(0, end - limit)
+        more = start > 0
+    else:
+        more = start + limit < end
+    data = ordered[start : min(end, start + limit)]
     return {
         "object": "list",
         "data": data,
         "first_id": data[0]["id"] if data else None,
         "last_id": data[-1]["id"] if data else None,
-        "has_more": start + limit < len(ordered),
+        "has_more": more,
     }
+
+
+def _index(items: list[dict[str, Any]], item_id: str, param: str) -> int:
+    at = next((i for i, item in enumerate(items) if item.get("id") == item_id), None)
+    if at is None:
+        raise InvalidRequest(f"No input item {item_id!r} in this response.", param=param)
+    return at
 
 
 def _not_found(response_id: str) -> ResponseNotFound:

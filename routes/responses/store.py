@@ -1,55 +1,37 @@
 """Stored responses (``store: true``): a bounded table of response objects, kept for
 ``previous_response_id``, ``GET /v1/responses/{id}``, its ``input_items`` and ``DELETE``.
 
-One SQLite table, in memory by default or in a file (GENAI_RESPONSES_DB) that outlives the
-process and that several processes may share. It is bounded three ways: a number of responses,
-a number of bytes (their JSON), and a time to live from when each was stored. Past a bound the
-oldest go first; an expired one is gone for every reader at once.
+Two tables implement it: SQLite (routes/responses/sqlite_store.py: in memory by default, or a
+file that several processes of one host share) and PostgreSQL
+(routes/responses/postgres_store.py: one database that replicas on many hosts share). Either is
+bounded three ways: a number of responses, a number of bytes (their JSON), and a time to live
+from when each was stored. Past a bound the oldest go first; an expired one is gone for every
+reader at once.
 
 Each row is self-contained: a response's input items are the whole conversation before its
 output (the chain it continued included), so evicting or deleting an earlier link never breaks
 a later one. The price is that a long chain stores its early items again in every link; the
 byte bound keeps that in check.
+
+Each row belongs to an owner: the hash of the API key that made it (routes/http/auth.py), or
+None without keys. A reader sees only its own owner's rows; to any other, a row does not exist.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from backends.errors import GenAIError
 
 log = logging.getLogger("genai.responses")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS responses (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- the order they were stored in
-    id TEXT NOT NULL UNIQUE,
-    expires REAL NOT NULL,                  -- seconds since the epoch
-    bytes INTEGER NOT NULL,
-    body TEXT NOT NULL                      -- {"response": ..., "input": [...], "transcript"}
-);
-CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires);
--- The table's count and bytes, kept by triggers: a write never scans the table.
-CREATE TABLE IF NOT EXISTS totals (
-    one INTEGER PRIMARY KEY CHECK (one = 1),
-    count INTEGER NOT NULL,
-    bytes INTEGER NOT NULL
-);
-INSERT OR IGNORE INTO totals SELECT 1, COUNT(*), COALESCE(SUM(bytes), 0) FROM responses;
-CREATE TRIGGER IF NOT EXISTS responses_added AFTER INSERT ON responses BEGIN
-    UPDATE totals SET count = count + 1, bytes = bytes + NEW.bytes;
-END;
-CREATE TRIGGER IF NOT EXISTS responses_removed AFTER DELETE ON responses BEGIN
-    UPDATE totals SET count = count - 1, bytes = bytes - OLD.bytes;
-END;
-"""
+# Why a stored response was dropped before anyone deleted it.
+EXPIRED, OVER_LIMIT = "expired", "limit"
 
 
 @dataclass(frozen=True)
@@ -63,6 +45,7 @@ class StoredResponse:
     # What the model read and wrote for it ({"model", "text", "ids"}), for a response that
     # continues it to start from exactly those tokens; None when it was not kept.
     transcript: dict[str, Any] | None = None
+    owner: str | None = None  # the hash of the key that made it; None without keys
 
     def conversation(self) -> list[dict[str, Any]]:
         """What a response that continues this one starts from: its input, then its output."""
@@ -76,115 +59,119 @@ class StoreLimits:
     ttl: float  # seconds
 
 
-class ResponseStore:
-    """The table; every method is a short blocking call (run it off the event loop), safe
-    from any thread. ``clock`` gives seconds since the epoch (a file outlives the process,
-    so its expiry times must be wall-clock times)."""
+class ResponseStore(Protocol):
+    """What the Responses routes need of a table; every method is a short blocking call (run
+    it off the event loop), safe from any thread. The reads and writes raise
+    :class:`StoreUnavailable` when the table cannot be reached."""
 
-    def __init__(
-        self,
-        path: Path | None,
-        limits: StoreLimits,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.path = path
-        self.limits = limits
-        self._clock = clock
-        self._lock = threading.Lock()
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        # Autocommit; each change is one explicit transaction. A file waits for another
-        # process's write (WAL: readers never wait).
-        self._db = sqlite3.connect(
-            ":memory:" if path is None else str(path),
-            timeout=10.0,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        if path is not None:
-            # WAL: readers never wait for a writer. NORMAL: a write is not synced to the disk
-            # at each commit (a power cut may lose the last few; the file stays whole).
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+    limits: StoreLimits
+    evictions: Evictions
 
     def put(self, stored: StoredResponse) -> bool:
         """Keep ``stored`` (evicting the oldest past a bound); False when it alone is larger
         than the byte bound, and so is not kept."""
-        kept: dict[str, Any] = {"response": stored.response, "input": stored.input}
-        if stored.transcript is not None:
-            kept["transcript"] = stored.transcript
-        body = json.dumps(kept)
-        size = len(body.encode())
-        limits = self.limits
-        if size > limits.max_bytes:
-            log.warning(
-                "response %s not stored: its %d bytes exceed GENAI_RESPONSES_MAX_MIB",
-                stored.id,
-                size,
-            )
-            return False
-        now = self._clock()
-        with self._transaction() as db:
-            db.execute("DELETE FROM responses WHERE expires <= ?", (now,))
-            # (Not INSERT OR REPLACE: a replaced row would not fire the delete trigger.)
-            db.execute("DELETE FROM responses WHERE id = ?", (stored.id,))
-            db.execute(
-                "INSERT INTO responses (id, expires, bytes, body) VALUES (?, ?, ?, ?)",
-                (stored.id, now + limits.ttl, size, body),
-            )
-            count, total = db.execute("SELECT count, bytes FROM totals").fetchone()
-            if count <= limits.max_responses and total <= limits.max_bytes:
-                return True
-            # The oldest go until both bounds hold (the newest, just stored, always fits).
-            last, oldest = None, db.execute("SELECT seq, bytes FROM responses ORDER BY seq")
-            for seq, bytes_ in oldest:
-                if count <= limits.max_responses and total <= limits.max_bytes:
-                    break
-                last, count, total = seq, count - 1, total - bytes_
-            oldest.close()
-            db.execute("DELETE FROM responses WHERE seq <= ?", (last,))
-        return True
+        ...
 
-    def get(self, response_id: str) -> StoredResponse | None:
-        """The response, unless it is unknown, expired or deleted."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT body FROM responses WHERE id = ? AND expires > ?",
-                (response_id, self._clock()),
-            ).fetchone()
-        if row is None:
-            return None
-        body = json.loads(row[0])
-        return StoredResponse(response_id, body["response"], body["input"], body.get("transcript"))
+    def get(self, response_id: str, owner: str | None = None) -> StoredResponse | None:
+        """The response, unless it is unknown, expired, deleted or another owner's."""
+        ...
 
-    def delete(self, response_id: str) -> bool:
-        """Forget the response; False when there was none to forget (unknown or expired)."""
-        with self._transaction() as db:
-            cursor = db.execute(
-                "DELETE FROM responses WHERE id = ? AND expires > ?", (response_id, self._clock())
-            )
-            return cursor.rowcount > 0
+    def delete(self, response_id: str, owner: str | None = None) -> bool:
+        """Forget the response; False when there was none of this owner's to forget."""
+        ...
 
-    def usage(self) -> tuple[int, int]:
-        """(responses, bytes) held, expired ones included until the next write."""
-        with self._lock:
-            count, size = self._db.execute("SELECT count, bytes FROM totals").fetchone()
-        return int(count), int(size)
+    def usage(self) -> tuple[int, int] | None:
+        """(responses, bytes) held, expired ones included until the next write; None when
+        the table cannot be reached (a metrics scrape must not fail for it)."""
+        ...
 
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+    def close(self) -> None: ...
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, under the lock (a file's other processes wait for it)."""
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+
+class StoreUnavailable(GenAIError):
+    """The table cannot be reached (a database down, a file locked too long): 503."""
+
+    status_code = 503
+    error_type = "service_unavailable"
+    code = "responses_store_unavailable"
+
+
+class UnknownSchema(Exception):
+    """The table was laid out by a newer server than this one: a version it does not know."""
+
+
+class Evictions:
+    """Responses this process dropped, by reason (EXPIRED, OVER_LIMIT); in a table that several
+    processes share, each counts the ones it dropped, so their sum is the table's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts = {EXPIRED: 0, OVER_LIMIT: 0}
+
+    def add(self, reason: str, n: int) -> None:
+        if n > 0:
+            with self._lock:
+                self.counts[reason] += n
+
+
+def too_large(stored: StoredResponse, size: int, limits: StoreLimits) -> bool:
+    """True (and the log says why) when ``stored`` alone exceeds the byte bound."""
+    if size <= limits.max_bytes:
+        return False
+    log.warning(
+        "response %s not stored: its %d bytes exceed GENAI_RESPONSES_MAX_MIB", stored.id, size
+    )
+    return True
+
+
+def encode(stored: StoredResponse) -> tuple[str, int]:
+    """The row's body (the JSON kept: response, input items and transcript) and its bytes."""
+    kept: dict[str, Any] = {"response": stored.response, "input": stored.input}
+    if stored.transcript is not None:
+        kept["transcript"] = stored.transcript
+    body = json.dumps(kept)
+    return body, len(body.encode())
+
+
+def decode(response_id: str, body: str, owner: str | None) -> StoredResponse:
+    kept = json.loads(body)
+    return StoredResponse(
+        response_id, kept["response"], kept["input"], kept.get("transcript"), owner
+    )
+
+
+def oldest_to_evict(
+    count: int, size: int, limits: StoreLimits, oldest: Iterable[tuple[int, int]]
+) -> int | None:
+    """The newest ``seq`` of the oldest rows (``(seq, bytes)``, oldest first) to drop so that
+    both bounds hold again for a table of ``count`` rows and ``size`` bytes; None if they do."""
+    last = None
+    for seq, bytes_ in oldest:
+        if count <= limits.max_responses and size <= limits.max_bytes:
+            break
+        last, count, size = seq, count - 1, size - bytes_
+    return last
+
+
+def migrate(
+    where: str,
+    current: int,
+    migrations: Sequence[Sequence[str]],
+    run: Callable[[str], object],
+    set_version: Callable[[int], object],
+) -> None:
+    """Bring a table at schema version ``current`` (0: none yet) to the newest one, running
+    each later migration's statements in order (the caller holds one transaction and a lock
+    around it); refuse a version newer than this server knows."""
+    known = len(migrations)
+    if current > known:
+        raise UnknownSchema(
+            f"{where} holds stored Responses in schema version {current}, and this server "
+            f"knows versions up to {known}: a newer server made it. Run that version, or "
+            "point GENAI_RESPONSES_DB at another database."
+        )
+    for version in range(current + 1, known + 1):
+        for statement in migrations[version - 1]:
+            run(statement)
+        set_version(version)
+        log.info("%s: stored Responses' schema migrated to version %d", where, version)

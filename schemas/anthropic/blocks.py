@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from schemas.common import RequestModel
+from schemas.common import RequestModel, shown
 
 _TEXT_ONLY = {"document", "search_result", "container_upload"}
 
@@ -27,12 +27,12 @@ def _known_block(allowed: frozenset[str]) -> Any:
                 raise PydanticCustomError(
                     "unsupported_block",
                     "'{type}' blocks are not supported: this server reads text and images",
-                    {"type": kind},
+                    {"type": shown(kind)},
                 )
             raise PydanticCustomError(
                 "unsupported_block",
                 "'{type}' blocks are not supported here; expected one of: {allowed}",
-                {"type": kind, "allowed": ", ".join(sorted(allowed))},
+                {"type": shown(kind), "allowed": ", ".join(sorted(allowed))},
             )
         return value
 

@@ -23,7 +23,15 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from schemas.anthropic.blocks import CacheControl, MessageParam, TextBlockParam, as_blocks
-from schemas.common import GREEDY_OR_MODEL, SEED_MAX, RequestModel
+from schemas.common import (
+    GREEDY_OR_MODEL,
+    MIN_P_DOC,
+    SEED_MAX,
+    SPECULATIVE_DOC,
+    RequestModel,
+    SpeculativeOptions,
+    shown,
+)
 
 MAX_STOP_SEQUENCES = 16
 
@@ -47,7 +55,7 @@ def _custom_tool(value: Any) -> Any:
             "unsupported_tool",
             "tool type '{type}' is not supported: give custom tools "
             "(name, description, input_schema), which the client runs",
-            {"type": kind},
+            {"type": shown(kind)},
         )
     return value
 
@@ -166,7 +174,7 @@ class ContextEdit(RequestModel):
                 "unsupported_edit",
                 "context edit '{type}' is not supported: only clear_thinking edits are "
                 "accepted (earlier thinking is never shown to the model)",
-                {"type": value},
+                {"type": shown(value)},
             )
         return value
 
@@ -305,6 +313,8 @@ class MessagesRequest(MessagesInput):
     seed: int | None = Field(
         None, ge=0, le=SEED_MAX, description="Extension: same seed, same output."
     )
+    min_p: float | None = Field(None, ge=0.0, le=1.0, description=f"Extension: {MIN_P_DOC}")
+    speculative: SpeculativeOptions | None = Field(None, description=SPECULATIVE_DOC)
     metadata: Metadata | None = None
     stream: bool = False
     service_tier: Literal["auto", "standard_only"] | None = Field(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal, cast
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from schemas.common import RequestModel
 
 
-class _Truncation(BaseModel):
+class _Truncation(RequestModel):
     truncate: bool | None = Field(
         None,
         description="Cut an input longer than the model's maximum to fit (Ollama's name). "
@@ -47,6 +50,22 @@ class EmbeddingRequest(_Truncation):
         "of that name, if it has one.",
     )
 
+    @field_validator("input", mode="before")
+    @classmethod
+    def _input_shape(cls, value: Any) -> Any:
+        """One clear error for a wrong shape (not one per member of the union); token ids
+        are integers, never booleans."""
+        if isinstance(value, str):
+            return value
+        ids = isinstance(value, list) and all(_token_ids(v) for v in value)
+        if isinstance(value, list) and (ids or _token_ids(value) or _texts(value)):
+            return value
+        raise PydanticCustomError(
+            "input_shape",
+            "must be a text, a list of texts, a list of token ids (integers) or a list of "
+            "lists of token ids",
+        )
+
     def inputs(self) -> list[str] | list[list[int]]:
         value = self.input
         if isinstance(value, str):
@@ -56,14 +75,29 @@ class EmbeddingRequest(_Truncation):
         return cast("list[str] | list[list[int]]", value)
 
 
-class RerankDocumentIn(BaseModel):
+def _token_ids(value: Any) -> bool:
+    return isinstance(value, list) and all(type(v) is int for v in value)
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+class RerankDocumentIn(RequestModel):
     text: str
+
+
+# A document is a text or {"text": ...}: errors come from the one the value is (not both).
+Document = Annotated[
+    Annotated[str, Tag("text")] | Annotated[RerankDocumentIn, Tag("object")],
+    Discriminator(lambda v: "text" if isinstance(v, str) else "object"),
+]
 
 
 class RerankRequest(_Truncation):
     model: str | None = Field(None, description="A reranker; unset: the first one.")
     query: str
-    documents: list[str | RerankDocumentIn]
+    documents: list[Document]
     top_n: int | None = Field(None, ge=1, description="Return the best N only.")
     return_documents: bool = Field(False, description="Echo each document's text.")
 
@@ -76,15 +110,19 @@ class ScoreRequest(_Truncation):
     text_1: str | list[str] = Field(..., description="The query (or queries, paired by index).")
     text_2: str | list[str] = Field(..., description="The documents to score against text_1.")
 
-    @model_validator(mode="after")
-    def _paired(self) -> ScoreRequest:
-        left, right = self._sides()
-        if len(left) != 1 and len(left) != len(right):
-            raise ValueError(
-                f"text_1 has {len(left)} texts and text_2 {len(right)}: give one text_1, or "
-                "as many as text_2"
+    @field_validator("text_2")
+    @classmethod
+    def _paired(cls, value: str | list[str], info: ValidationInfo) -> str | list[str]:
+        left = info.data.get("text_1")
+        lefts = 1 if left is None or isinstance(left, str) else len(left)
+        rights = 1 if isinstance(value, str) else len(value)
+        if lefts != 1 and lefts != rights:
+            raise PydanticCustomError(
+                "unpaired",
+                "text_1 has {left} texts and text_2 {right}: give one text_1, or as many as text_2",
+                {"left": lefts, "right": rights},
             )
-        return self
+        return value
 
     def _sides(self) -> tuple[list[str], list[str]]:
         left = [self.text_1] if isinstance(self.text_1, str) else self.text_1

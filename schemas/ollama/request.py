@@ -14,7 +14,14 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from schemas.common import SEED_MAX, RequestModel, SamplingFields
+from schemas.common import (
+    MIN_P_DOC,
+    SEED_MAX,
+    SPECULATIVE_DOC,
+    RequestModel,
+    SamplingFields,
+    SpeculativeOptions,
+)
 
 MAX_STOPS = 16
 ThinkLevel = Literal["low", "medium", "high", "max"]
@@ -46,7 +53,6 @@ def _refuse(why: str) -> PydanticCustomError:
 # ---- options -------------------------------------------------------------------------------
 # The harmless value of each option that is refused otherwise: (that value, why).
 _ONLY_DEFAULT: dict[str, tuple[Any, str]] = {
-    "min_p": (0.0, "min_p sampling; use top_p or top_k"),
     "typical_p": (1.0, "typical sampling; use top_p or top_k"),
     "tfs_z": (1.0, "tail-free sampling; use top_p or top_k"),
     "mirostat": (0, "mirostat sampling; use temperature, top_p or top_k"),
@@ -93,6 +99,7 @@ class OllamaOptions(RequestModel):
     )
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    min_p: float | None = Field(None, ge=0.0, le=1.0, description=MIN_P_DOC)
     num_ctx: int | None = Field(
         None,
         ge=1,
@@ -100,7 +107,6 @@ class OllamaOptions(RequestModel):
         "context is used either way.",
     )
     # Refused unless at the value that turns them off.
-    min_p: float | None = None
     typical_p: float | None = None
     tfs_z: float | None = None
     mirostat: int | None = None
@@ -134,6 +140,7 @@ class OllamaOptions(RequestModel):
         "least one call) or a tool's name (that call); forced calls are made by constrained "
         "decoding.",
     )
+    speculative: SpeculativeOptions | None = Field(None, description=SPECULATIVE_DOC)
 
     @field_validator(*_ONLY_DEFAULT)
     @classmethod
@@ -174,6 +181,8 @@ class OllamaOptions(RequestModel):
             repetition_penalty=1.0 if self.repeat_penalty is None else self.repeat_penalty,
             presence_penalty=self.presence_penalty or 0.0,
             frequency_penalty=self.frequency_penalty or 0.0,
+            min_p=self.min_p or 0.0,
+            speculative=self.speculative,
             logit_bias=None,
             stop=self.stop,
         )
@@ -184,11 +193,6 @@ IMAGES_DOC = (
     "Base64 images (a data: URL is taken too), for a model that reads images (/api/show lists "
     '"vision"); a text-only model answers a 400 naming the model and the modality.'
 )
-
-
-def image_url(data: str) -> str:
-    """An Ollama image (base64, no prefix) as the data: URL the shared media loader reads."""
-    return data if data.startswith("data:") else f"data:;base64,{data}"
 
 
 class GenerateFields(RequestModel):

@@ -30,11 +30,28 @@ class PromptTokensDetails(BaseModel):
     )
 
 
+SPECULATION_DETAILS = (
+    "Extension, only when n-gram speculation drafted tokens for the request (all choices)"
+)
+
+
+class CompletionTokensDetails(BaseModel):
+    drafted_tokens: int = Field(
+        description=f"{SPECULATION_DETAILS}: drafted tokens the model verified."
+    )
+    accepted_tokens: int = Field(
+        description=f"{SPECULATION_DETAILS}: the drafted tokens taken (part of completion_tokens)."
+    )
+
+
 class UsageInfo(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails = Field(default_factory=PromptTokensDetails)
+    completion_tokens_details: CompletionTokensDetails | None = Field(
+        None, description=SPECULATION_DETAILS + ".", exclude_if=lambda v: v is None
+    )
 
 
 class TopLogprob(BaseModel):
@@ -185,3 +202,12 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
+
+
+class RenderedPrompt(BaseModel):
+    """What a render route answers for one prompt (vLLM's ``/render`` routes, which the
+    inference gateway's endpoint picker calls to tokenize as the server does)."""
+
+    token_ids: list[int] = Field(
+        ..., description="The prompt's token ids, exactly as the model is fed them."
+    )

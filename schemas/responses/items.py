@@ -16,7 +16,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from schemas.common import RequestModel
+from schemas.common import RequestModel, shown
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 
@@ -40,7 +40,7 @@ def _only_types(what: str, allowed: tuple[str, ...], why: str) -> Callable[[Any]
             raise PydanticCustomError(
                 "unsupported_type",
                 "{what} type '{type}' is not supported: {why}",
-                {"what": what, "type": str(kind), "why": why},
+                {"what": what, "type": shown(kind), "why": why},
             )
         return value
 
@@ -325,7 +325,7 @@ def _tool_choice(value: Any) -> Any:
         raise PydanticCustomError(
             "hosted_tool_choice",
             "tool_choice forces the hosted tool '{type}', which this server cannot run",
-            {"type": str(kind)},
+            {"type": shown(kind)},
         )
     return _only_types("tool_choice", ("function",), "only function tools can be forced")(value)
 

@@ -73,6 +73,18 @@ class InputTokensDetails(BaseModel):
 
 class OutputTokensDetails(BaseModel):
     reasoning_tokens: int = Field(0, description="Tokens generated while the model thought.")
+    drafted_tokens: int | None = Field(
+        None,
+        description="Extension, only when n-gram speculation drafted tokens: drafted tokens "
+        "the model verified.",
+        exclude_if=lambda v: v is None,
+    )
+    accepted_tokens: int | None = Field(
+        None,
+        description="Extension, with drafted_tokens: the drafted tokens taken (part of "
+        "output_tokens).",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class ResponseUsage(BaseModel):

@@ -158,6 +158,55 @@ def test_over_long_input_is_refused_by_index_unless_truncation_is_asked(
     )
 
 
+def test_a_huge_input_is_cut_by_characters_or_refused_before_it_is_tokenized(
+    client: TestClient,
+) -> None:
+    """Megabytes of text never become millions of tokens: with truncation the text is cut
+    first where it surely holds more than the limit (the vector is the truncated oracle's);
+    without, it is refused by its characters."""
+    huge = EMBEDDER["long_text"] + " and more words" * 200_000  # 3 MB
+    body = embed(client, input=["short", huge], truncate=True)
+    assert_close(vectors(body)[1:], [EMBEDDER["long_truncated_embedding"]])
+    assert body["usage"]["prompt_tokens"] == _tokens("short") + 64
+    err = assert_error(
+        client.post("/v1/embeddings", json={"model": "embedder", "input": ["short", huge]}),
+        400,
+        "input",
+    )
+    assert f"Input 1 has {len(huge)} characters" in err["message"]
+    assert err["code"] == "context_length_exceeded"
+    rerank = {"model": "reranker", "query": RERANKER["query"], "documents": ["d", huge]}
+    err = assert_error(client.post("/v1/rerank", json=rerank), 400, "documents")
+    assert "Document 1 with the query has" in err["message"] and "characters" in err["message"]
+    cut = client.post("/v1/rerank", json={**rerank, "truncate": True})
+    assert cut.status_code == 200 and cut.json()["usage"]["prompt_tokens"] <= 2 * 64
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param", "words"),
+    [
+        ("/v1/embeddings", {"input": "hi", "foo": 1}, "foo", "Extra inputs"),
+        ("/v1/embeddings", {"input": "hi", "dimensions": True}, "dimensions", "integer"),
+        ("/v1/embeddings", {"input": "hi", "dimensions": "8"}, "dimensions", "integer"),
+        ("/v1/embeddings", {"input": [True, False]}, "input", "token ids (integers)"),
+        ("/v1/embeddings", {"input": [[1, True]]}, "input", "token ids (integers)"),
+        ("/v1/embeddings", {"input": "hi", "truncate": 1}, "truncate", "boolean"),
+        ("/v1/rerank", {"query": "q", "documents": ["d"], "foo": 1}, "foo", "Extra inputs"),
+        ("/v1/rerank", {"query": "q", "documents": [{"text": "d", "x": 1}]}, None, "Extra"),
+        ("/v1/rerank", {"query": "q", "documents": ["d"], "top_n": "1"}, "top_n", "integer"),
+        ("/v1/score", {"text_1": "a", "text_2": "b", "foo": 1}, "foo", "Extra inputs"),
+        ("/v1/score", {"text_1": ["a", "b"], "text_2": ["c"] * 3}, "text_2", "text_1 has 2"),
+    ],
+)
+def test_the_encoder_doors_refuse_unknown_fields_and_loose_types(
+    client: TestClient, path: str, body: dict[str, Any], param: str | None, words: str
+) -> None:
+    err = assert_error(client.post(path, json=body), 400)
+    assert words in err["message"] and "Value error" not in err["message"]
+    if param is not None:
+        assert err["param"] == param
+
+
 def test_token_ids_embed_like_their_text(client: TestClient) -> None:
     from tokenizers import Tokenizer
 

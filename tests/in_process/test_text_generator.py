@@ -153,3 +153,19 @@ def test_an_unusable_schema_is_refused_naming_the_option(generator: OnnxTextGene
     with pytest.raises(InvalidRequest) as exc:
         generator.generate(PROMPT, json_schema={"type": "nonsense"})
     assert exc.value.param == "json_schema" and "nonsense" in exc.value.message
+
+
+def test_min_p_and_speculation_go_through_with_the_same_answer(
+    generator: OnnxTextGenerator,
+) -> None:
+    ask = [{"role": "user", "content": "Repeat exactly: /data/notes-1/notes/test_moon/app.txt"}]
+    off = {"num_speculative_tokens": 0}
+    plain = generator.generate(ask, max_new_tokens=40, temperature=0, speculative=off)
+    fast = generator.generate(
+        ask, max_new_tokens=40, temperature=0, min_p=0.3, speculative={"method": "ngram"}
+    )
+    assert fast["generated_text"] == plain["generated_text"]
+    assert 0 < fast["usage"]["accepted_tokens"] <= fast["usage"]["drafted_tokens"]
+    assert "drafted_tokens" not in plain["usage"]
+    with pytest.raises(ValueError, match="only method 'ngram'"):
+        generator.generate(ask, speculative={"method": "eagle"})

@@ -188,3 +188,26 @@ def test_playground_attaches_an_image_and_shows_it(
             assert not errors
         finally:
             browser.close()
+
+
+def test_playground_shows_what_speculation_accepted(server: ServerProcess, page: Any) -> None:
+    """With speculative tokens set, an answer that copies its prompt says how many drafted
+    tokens the model took (the usage's completion_tokens_details), beside its timing."""
+    expect = sync_api.expect
+    page.goto(server.url + "/")
+    page.fill("#api-key", KEY)
+    page.press("#api-key", "Tab")
+    expect(page.locator("#model option")).to_have_text(["onnx-genai"])
+    page.fill("#temperature", "0")
+    page.fill("#max-tokens", "60")
+    page.fill("#speculative", "8")
+    answer = send(page, "Repeat exactly: /data/notes-1/notes/test_moon_search_door7/notes/app.txt")
+    expect(answer).to_have_attribute("data-outcome", "done")
+    stats = answer.locator(".stats")
+    expect(stats).to_have_text(re.compile(r"tokens · \d+% of \d+ drafted accepted"))
+    drafted, accepted = (int(stats.get_attribute(f"data-{k}")) for k in ("drafted", "accepted"))
+    assert 0 < accepted <= drafted, (drafted, accepted)
+    page.fill("#speculative", "0")  # the request turns it off: nothing drafted, nothing shown
+    answer = send(page, "Repeat exactly: /lib/repo/tmp-for-ci/test_wind_test_model6/todo.toml")
+    expect(answer).to_have_attribute("data-outcome", "done")
+    expect(answer.locator(".stats")).not_to_contain_text("drafted")

@@ -6,5 +6,7 @@
 - ``slots.py``: which sequence has which row, and which finished rows stay for prefix reuse;
 - ``sampler.py``: the next token of every row, from a step's logits;
 - ``guidance.py``: constrained decoding with llguidance;
+- ``ngram.py``, ``speculation.py``: n-gram drafts, which rows verify them, and taking the
+  verified tokens;
 - ``strategy.py``: the Strategy that puts them together.
 """

@@ -65,6 +65,7 @@ class Constraint(Protocol):
     def mask(self, logits: npt.NDArray[np.float32]) -> None: ...
     def ended(self) -> bool: ...
     def consume(self, token: int) -> None: ...
+    def validate(self, tokens: list[int]) -> int: ...  # how many first ones it would take
 
 
 class Guide:
@@ -94,6 +95,11 @@ class Guide:
     def consume(self, token: int) -> None:
         if not self._matcher.consume_token(token):
             raise GuidanceError(f"the grammar refused token {token}: {self._matcher.get_error()}")
+
+    def validate(self, tokens: list[int]) -> int:
+        """How many first tokens of ``tokens`` (a draft) the grammar would take now, without
+        taking any."""
+        return int(self._matcher.validate_tokens(tokens))
 
 
 class LazyGuide:
@@ -125,6 +131,9 @@ class LazyGuide:
 
     def ended(self) -> bool:
         return self._guide is not None and self._guide.ended()
+
+    def validate(self, tokens: list[int]) -> int:
+        return len(tokens) if self._guide is None else self._guide.validate(tokens)
 
     def consume(self, token: int) -> None:
         if self._guide is not None:

@@ -20,12 +20,13 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from backends.types import PrefixStoreStats
+from backends.types import KV_BLOCK_TOKENS, PrefixStoreStats
 
-BLOCK_TOKENS = 32
+BLOCK_TOKENS = KV_BLOCK_TOKENS
 
 
 @dataclass(frozen=True)
@@ -35,15 +36,28 @@ class _Block:
     kv: np.ndarray  # [layers, 2, kv_heads, block_tokens, head_size]
 
 
-_ROOT = b""
+ROOT = b""  # the parent key of a prompt's first block
 
 
-def block_keys(tokens: Sequence[int], block_tokens: int) -> list[bytes]:
-    """The hash chain of ``tokens``' full blocks: one key per block, each over its parent's."""
-    keys, parent = [], _ROOT
-    for lo in range(0, len(tokens) - block_tokens + 1, block_tokens):
-        block = np.asarray(tokens[lo : lo + block_tokens], dtype="<i8").tobytes()
-        parent = hashlib.blake2b(parent + block, digest_size=16).digest()
+class Listener(Protocol):
+    """Told of every block the store adds and drops (the KV events' ledger)."""
+
+    def stored(self, key: bytes, parent: bytes, tokens: tuple[int, ...]) -> None: ...
+
+    def evicted(self, key: bytes) -> None: ...
+
+
+def block_keys(
+    tokens: Sequence[int], block_tokens: int, first: int = 0, parent: bytes = ROOT
+) -> list[bytes]:
+    """The hash chain of ``tokens``' full blocks: one key per block, each over its parent's;
+    from block ``first`` on, whose parent's key is ``parent``."""
+    keys = []
+    start, stop = first * block_tokens, len(tokens) // block_tokens * block_tokens
+    data = np.asarray(tokens[start:stop], dtype="<i8").tobytes()  # one conversion, then slices
+    size = 8 * block_tokens
+    for lo in range(0, len(data), size):
+        parent = hashlib.blake2b(parent + data[lo : lo + size], digest_size=16).digest()
         keys.append(parent)
     return keys
 
@@ -56,7 +70,9 @@ class PrefixStore:
         *,
         block_tokens: int = BLOCK_TOKENS,
         stats: PrefixStoreStats | None = None,
+        listener: Listener | None = None,
     ) -> None:
+        self.listener = listener
         self.capacity_bytes = capacity_bytes
         self.block_tokens = block_tokens
         self.block_bytes = block_tokens * bytes_per_token
@@ -76,23 +92,27 @@ class PrefixStore:
         positions ``[lo, hi)``. Returns how many blocks were added."""
         fit = self.capacity_bytes // self.block_bytes
         keys = block_keys(tokens, self.block_tokens)[:fit]  # a chain never evicts its own root
-        added, parent = 0, _ROOT
+        self._touch([key for key in keys if key in self._blocks])  # the chain's go last
+        added, parent = 0, ROOT
         for i, key in enumerate(keys):
             if key not in self._blocks:
                 lo = i * self.block_tokens
                 kv = read(lo, lo + self.block_tokens)
-                self._blocks[key] = _Block(parent, tuple(tokens[lo : lo + self.block_tokens]), kv)
+                held = tuple(tokens[lo : lo + self.block_tokens])
+                self._evict(kv.nbytes)  # room first: the bound holds at every step
+                self._blocks[key] = _Block(parent, held, kv)
                 self.stats.bytes += kv.nbytes
                 added += 1
+                if self.listener is not None:
+                    self.listener.stored(key, parent, held)
             parent = key
         self._touch(keys)
-        self._evict()
         self.stats.blocks = len(self._blocks)
         return added
 
     def match(self, tokens: Sequence[int]) -> list[bytes]:
         """The keys of the longest run of stored blocks ``tokens`` starts with (untouched)."""
-        found, parent = [], _ROOT
+        found, parent = [], ROOT
         for i, key in enumerate(block_keys(tokens, self.block_tokens)):
             block = self._blocks.get(key)
             lo = i * self.block_tokens
@@ -115,8 +135,11 @@ class PrefixStore:
         for key in reversed(keys):  # the root ends up most recent: tails are evicted first
             self._blocks.move_to_end(key)
 
-    def _evict(self) -> None:
-        while self.stats.bytes > self.capacity_bytes and self._blocks:
-            _, block = self._blocks.popitem(last=False)
+    def _evict(self, room: int) -> None:
+        """Least recent first, until ``room`` more bytes fit the bound."""
+        while self.stats.bytes + room > self.capacity_bytes and self._blocks:
+            key, block = self._blocks.popitem(last=False)
             self.stats.bytes -= block.kv.nbytes
             self.stats.evictions += 1
+            if self.listener is not None:
+                self.listener.evicted(key)

@@ -3,8 +3,8 @@
 Greedy rows with nothing to adjust take one vectorised argmax; the others are processed row by
 row with whole-vocabulary numpy operations (no Python loop over the vocabulary): the
 repetition penalty, OpenAI's penalties and ``logit_bias`` (``backends/engine/logits.py``), EOS held
-back until ``min_new_tokens``, the grammar's mask, then temperature, top-k and top-p with the
-sequence's own random generator, so a seeded request is reproducible whatever else runs
+back until ``min_new_tokens``, the grammar's mask, then temperature, min-p, top-k and top-p with
+the sequence's own random generator, so a seeded request is reproducible whatever else runs
 beside it.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from backends.engine.batch.guidance import Constraint
-from backends.engine.logits import log_softmax, process_logits
+from backends.engine.logits import log_softmax, min_p_kept, process_logits
 from backends.types import GenerationParams
 
 Logits = npt.NDArray[np.float32]
@@ -103,7 +103,7 @@ def _choose_row(raw: Logits, state: RowState, eos_ids: frozenset[int]) -> Choice
 
 
 def sample(row: Logits, p: GenerationParams, rng: np.random.Generator) -> int:
-    """Temperature, then top-k and top-p as masks, then a seeded draw tied to token ids.
+    """Temperature, then min-p, top-k and top-p as masks, then a seeded draw tied to token ids.
 
     Each token of the vocabulary gets its own exponential noise ``E``, drawn in vocabulary
     order, and the token with the largest ``probability / E`` wins: an exact draw from the
@@ -114,7 +114,8 @@ def sample(row: Logits, p: GenerationParams, rng: np.random.Generator) -> int:
     last bits of the likely tokens shift the boundaries of the unlikely ones after them. Here
     a last-bit difference changes the winner only when the two best ``probability / E`` are
     within that bit of each other. Top-k and top-p only choose a threshold (ties at it are all
-    kept), so they reorder nothing."""
+    kept), so they reorder nothing; min-p's threshold is a fixed share of the likeliest
+    token's probability, so it reorders nothing either."""
     scaled = row.astype(np.float64) / p.temperature
     # The same amount of randomness each step, one number per token id.
     noise = rng.standard_exponential(len(scaled))
@@ -126,6 +127,9 @@ def sample(row: Logits, p: GenerationParams, rng: np.random.Generator) -> int:
         if candidates.size == 0:  # everything masked: fall back to the best raw score
             return int(np.argmax(row))
         scores = scaled[candidates]
+    if p.min_p > 0:
+        kept = min_p_kept(scores, p.min_p)
+        candidates, scores = candidates[kept], scores[kept]
     if 0 < p.top_k < candidates.size:
         kth = np.partition(scores, candidates.size - p.top_k)[candidates.size - p.top_k]
         candidates, scores = candidates[scores >= kth], scores[scores >= kth]

@@ -35,6 +35,11 @@ nothing.
 A newcomer's longest shared prefix is copied from whichever row holds it, or restored from the
 host-RAM prefix store (:mod:`backends.engine.batch.sharing`); it looks again just before its
 first prefill chunk, when the rows ahead of it may hold more.
+
+With ``GENAI_SPECULATIVE_TOKENS`` set, a decoding row whose own prompt and output suggest its
+next tokens, and for which that pays, feeds them with its next token in a batch-1 run of its
+own after the batched decode run, and keeps those the sampler confirms
+(:mod:`backends.engine.batch.speculation`).
 """
 
 from __future__ import annotations
@@ -48,18 +53,27 @@ from typing import Any
 
 import numpy as np
 
+from backends.engine.batch.block_ledger import BlockLedger
 from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
 from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, first_line
 from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
-from backends.engine.batch.prefix_store import PrefixStore
-from backends.engine.batch.sampler import RowState, choose
+from backends.engine.batch.prefix_store import BLOCK_TOKENS, PrefixStore
+from backends.engine.batch.sampler import Choice, RowState, choose
 from backends.engine.batch.sharing import SHARE_MIN, PrefixSharing
 from backends.engine.batch.slots import SlotTable
+from backends.engine.batch.speculation import Drafter, Speculation, accept
+from backends.engine.kv_events import KVEventSink
 from backends.engine.logits import logprob_entries
 from backends.engine.prefix_cache import chunk_length
 from backends.engine.scheduler import Job
 from backends.models.loader import LoadedModel
-from backends.types import FinishReason, GeneratedToken, GenerationParams, PrefixStoreStats
+from backends.types import (
+    FinishReason,
+    GeneratedToken,
+    GenerationParams,
+    KVUsage,
+    PrefixStoreStats,
+)
 
 log = logging.getLogger("genai.batch")
 
@@ -78,6 +92,7 @@ class _Seq:
     stream: Any
     exact: int = 0  # the first positions that will be exact once fed (slots.py)
     next_token: int | None = None  # chosen and passed on, not yet fed to the model
+    drafter: Drafter | None = None  # its n-gram lookup, once it has drafted
 
 
 @dataclass
@@ -106,6 +121,8 @@ class BatchStrategy:
         store: PrefixStore | None = None,
         share_min: int = SHARE_MIN,
         overlap_decoder: Decoder | None = None,
+        ledger: BlockLedger | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         self.model = model
         self.decoder = decoder
@@ -124,9 +141,11 @@ class BatchStrategy:
         self.grammars = Grammars(
             model.folder.path / "tokenizer.json", decoder.spec.vocab_size, model.eos_token_ids
         )
+        self.speculation = speculation or Speculation(0)
         self._active: list[_Seq] = []
         self._make_session = make_session
         self._plain_session = decoder.session
+        self.ledger = ledger  # told what the rows hold after each step, for the KV events
 
     @classmethod
     def create(
@@ -142,8 +161,12 @@ class BatchStrategy:
         store_mib: float = 0.0,
         share_min: int = SHARE_MIN,
         store_stats: PrefixStoreStats | None = None,
+        kv_events: KVEventSink | None = None,
+        speculation: Speculation | None = None,
     ) -> BatchStrategy:
-        """The strategy for ``model``, or :class:`UnsupportedModel` saying why not."""
+        """The strategy for ``model``, or :class:`UnsupportedModel` saying why not;
+        ``kv_events``: where it tells the blocks its KV cache holds (with sharing on: only
+        then may another prompt use them)."""
         if model.provider.name != "cpu":
             raise UnsupportedModel(f"it runs on the CPU only, not {model.provider.name}")
         if not (model.folder.path / "tokenizer.json").is_file():
@@ -179,9 +202,13 @@ class BatchStrategy:
             spec.bytes_per_token / 1024,
             kv.nbytes / slots / MIB,
         )
+        ledger = None
+        if kv_events is not None and share_min > 0:
+            ledger = BlockLedger(BLOCK_TOKENS, kv_events)
         store = None
         if store_mib > 0 and share_min > 0:
-            store = PrefixStore(int(store_mib * MIB), spec.bytes_per_token, stats=store_stats)
+            size = int(store_mib * MIB)
+            store = PrefixStore(size, spec.bytes_per_token, stats=store_stats, listener=ledger)
         return cls(
             model,
             Decoder(spec, session, ort),
@@ -194,10 +221,12 @@ class BatchStrategy:
             store=store,
             share_min=share_min,
             overlap_decoder=None if half is None else Decoder(spec, half, ort),
+            ledger=ledger,
+            speculation=speculation,
         )
 
     # ---- Strategy ------------------------------------------------------------------------
-    def unsupported(self, params: GenerationParams) -> str | None:
+    def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | None:
         if params.adapter is not None:
             return "adapter"  # onnxruntime applies one adapter per run, not per row
         if params.num_beams > 1:
@@ -206,6 +235,13 @@ class BatchStrategy:
 
     def active_jobs(self) -> list[Job]:
         return [s.job for s in self._active]
+
+    def kv_usage(self) -> KVUsage:
+        """Tokens the running sequences' rows hold, of every row's capacity. Resident rows
+        (finished sequences kept for reuse) are not counted: a newcomer takes them when it
+        needs a row, as vLLM counts its cached, unreferenced blocks as free."""
+        held = sum(len(s.tokens) for s in self._active)
+        return KVUsage(held, self.kv.slots * self.kv.capacity)
 
     def add(self, job: Job) -> None:
         p = job.params
@@ -234,6 +270,9 @@ class BatchStrategy:
         if self._inflight is None:
             self._compact()
         decoding = [s for s in self._active if s.next_token is not None]
+        drafts = self._drafts(decoding)
+        drafting = {id(seq) for seq, _ in drafts}
+        batched = [s for s in decoding if id(s) not in drafting]
         newcomer = None
         if self._inflight is None:
             newcomer = next((s for s in self._active if s.pending), None)
@@ -242,7 +281,10 @@ class BatchStrategy:
         def decode() -> None:
             nonlocal decoded
             decoded = True
-            self._guarded(decoding, self._decode)
+            if batched:
+                self._guarded(batched, self._decode)
+            for seq, draft in drafts:
+                self._guarded([seq], lambda seqs, draft=draft: self._verify(seqs[0], draft))
 
         if newcomer is not None and self.overlap and decoding:
             self._guarded([newcomer], self._launch)
@@ -253,6 +295,7 @@ class BatchStrategy:
         if decoding and not decoded:
             decode()
         self._land(wait=not decoding)
+        self._tell()
 
     def drop(self, job: Job, reason: FinishReason) -> None:
         for seq in self._active:
@@ -262,6 +305,7 @@ class BatchStrategy:
                     if not self._settle():  # its row is written to until the chunk lands
                         del seq.tokens[past:]  # what the chunk wrote is not good
                 self._finish(seq, reason)
+                self._tell()
                 return
 
     def set_profiling(self, prefix: str | None) -> None:
@@ -280,6 +324,16 @@ class BatchStrategy:
         self.set_profiling(None)
         if self._worker is not None:
             self._worker.shutdown()
+        if self.ledger is not None:
+            self.ledger.clear()  # the model is unloaded: its KV goes with it
+
+    def _tell(self) -> None:
+        """Tell the ledger the blocks every row holds now (busy rows: what another row may
+        copy yet), and send what changed."""
+        if self.ledger is not None:
+            busy = [(s.row, self._written(s)) for s in self._active]
+            self.ledger.rows(busy + self.slots.shareable())
+            self.ledger.flush()
 
     # ---- internals -----------------------------------------------------------------------
     def _guarded(self, seqs: list[_Seq], run: Any) -> None:
@@ -441,35 +495,67 @@ class BatchStrategy:
         eos = self.model.eos_token_ids
         choices = choose(np.asarray(logits, dtype=np.float32), [s.state for s in seqs], eos)
         for seq, choice in zip(seqs, choices, strict=True):
-            token, state, p = choice.token, seq.state, seq.job.params
-            if state.guide is not None:
-                try:
-                    state.guide.consume(token)
-                except GuidanceError as exc:
-                    self._finish(seq, "grammar_error", first_line(str(exc)))
-                    continue
-            if token in eos:
-                self._finish(seq, "stop")
-                continue
-            state.accept(token)
-            event = GeneratedToken(token, self.model.token_text(seq.stream, token))
-            if choice.logprobs is not None:
-                chosen, top = logprob_entries(
-                    choice.logprobs, token, p.top_logprobs, self._token_text
-                )
-                event = GeneratedToken(token, event.text, chosen, top)
-            if seq.job.emit(event) or (state.guide is not None and state.guide.ended()):
-                self._finish(seq, "stop")
-            elif state.generated >= p.max_new_tokens:
-                self._finish(seq, "length")
-            else:
-                seq.next_token = token
+            self._take(seq, choice)
+
+    def _take(self, seq: _Seq, choice: Choice) -> bool:
+        """Pass a chosen token on, or end the sequence with it; whether it goes on (the token
+        is then its next one to feed)."""
+        token, state, p = choice.token, seq.state, seq.job.params
+        if state.guide is not None:
+            try:
+                state.guide.consume(token)
+            except GuidanceError as exc:
+                self._finish(seq, "grammar_error", first_line(str(exc)))
+                return False
+        if token in self.model.eos_token_ids:
+            self._finish(seq, "stop")
+            return False
+        state.accept(token)
+        event = GeneratedToken(token, self.model.token_text(seq.stream, token))
+        if choice.logprobs is not None:
+            chosen, top = logprob_entries(choice.logprobs, token, p.top_logprobs, self._token_text)
+            event = GeneratedToken(token, event.text, chosen, top)
+        if seq.job.emit(event) or (state.guide is not None and state.guide.ended()):
+            self._finish(seq, "stop")
+        elif state.generated >= p.max_new_tokens:
+            self._finish(seq, "length")
+        else:
+            seq.next_token = token
+            return True
+        return False
+
+    # ---- speculation (backends/engine/batch/speculation.py) ------------------------------
+    def _drafts(self, decoding: list[_Seq]) -> list[tuple[_Seq, list[int]]]:
+        """The decoding rows that draft this step, each with its draft: at most as many tokens
+        as it may still emit less one (the token after the draft is emitted too), and as fit
+        in its row."""
+        room = [
+            min(
+                s.job.params.max_new_tokens - s.state.generated - 1,
+                self.max_length - len(s.tokens) - 1,
+            )
+            for s in decoding
+        ]
+        return self.speculation.drafts(decoding, room)
+
+    def _verify(self, seq: _Seq, draft: list[int]) -> None:
+        """Feed the row's next token and its draft in one batch-1 run (the attention op takes
+        several new tokens over a past only at batch size 1), then take the choice at each
+        position, with the sequence's state as of the tokens taken before it, while it
+        equals the draft token fed at the next position. The positions written past the
+        last taken token are not counted in the row: its next run overwrites them."""
+        assert seq.next_token is not None
+        decoder = self.decoder if self._inflight is None else self._overlap_decoder
+        logits = self._feed(seq.row, [seq.next_token, *draft], len(seq.tokens), decoder)
+        accepted = accept(seq, draft, logits[0], self._take, self.model.eos_token_ids)
+        self.speculation.settle(seq, len(draft), accepted)
 
     def _token_text(self, token: int) -> str:
         return str(self.model.tokenizer.decode(np.asarray([token], dtype=np.int32)))
 
     def _finish(self, seq: _Seq, reason: FinishReason, error: str | None = None) -> None:
         self._active.remove(seq)
+        self.speculation.ended(seq)
         seq.job.finish(reason, error)
         # The row's keys and values are good for every token it was fed, however it ended.
         exact = min(seq.exact, len(seq.tokens))

@@ -11,8 +11,11 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokenizers import Tokenizer
+
+from backends.errors import InvalidRequest
 
 
 @dataclass(frozen=True)
@@ -47,13 +50,22 @@ class EncoderTokenizer:
 
     def texts(self, texts: Sequence[str], limit: int | None = None) -> list[Encoded]:
         """Each text with the model's special tokens; cut to ``limit`` tokens if given."""
-        out = self._tokenizer(limit).encode_batch(list(texts))
+        out = self._encode(list(texts), limit, "input")
         return [Encoded(list(e.ids)) for e in out]
 
     def pairs(self, pairs: Sequence[tuple[str, str]], limit: int | None = None) -> list[Encoded]:
         """Each (query, document) pair as one input ([CLS] q [SEP] d [SEP] for BERT)."""
-        out = self._tokenizer(limit).encode_batch(list(pairs))
+        out = self._encode(list(pairs), limit, "documents")
         return [Encoded(list(e.ids), list(e.type_ids)) for e in out]
+
+    def _encode(self, inputs: list[Any], limit: int | None, param: str) -> list[Any]:
+        try:
+            return list(self._tokenizer(limit).encode_batch(inputs))
+        except (TypeError, ValueError):  # text the core's check (backends/text.py) let through
+            raise InvalidRequest(
+                f"The {param} cannot be tokenized: the model's tokenizer refuses its text.",
+                param=param,
+            ) from None
 
     def token_id(self, token: str) -> int | None:
         return self._plain.token_to_id(token)

@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from backends.engine.logits import log_softmax, process_logits, top_logprobs
+from backends.engine.logits import log_softmax, min_p_cut, process_logits, top_logprobs
 from backends.types import GenerationParams
 
 pytestmark = pytest.mark.unit
@@ -56,3 +56,17 @@ def test_top_logprobs_order() -> None:
     assert [t for t, _ in top] == [1, 3, 2]
     assert top[0][1] == pytest.approx(math.log(0.5))
     assert top_logprobs(lp, 0) == ()
+
+
+def test_min_p_cut_masks_what_min_p_leaves_out_at_the_temperature() -> None:
+    row = np.log(np.asarray([0.40, 0.25, 0.20, 0.10, 0.05], dtype=np.float32))
+    cut = row.copy()
+    min_p_cut(cut, 0.45, 1.0)
+    assert np.isneginf(cut).tolist() == [False, False, False, True, True]
+    assert np.array_equal(cut[:3], row[:3])  # the kept tokens are untouched
+    hot = row.copy()
+    min_p_cut(hot, 0.45, 2.0)
+    assert np.isneginf(hot).tolist() == [False, False, False, False, True]
+    masked = np.asarray([-np.inf, 1.0, 0.9, -5.0], dtype=np.float32)  # the likeliest allowed
+    min_p_cut(masked, 0.5, 1.0)
+    assert np.isneginf(masked).tolist() == [True, False, False, True]

@@ -100,7 +100,7 @@ def test_full_cache_recycles_the_oldest_compatible_state() -> None:
 
 
 def test_reuse_capacity() -> None:
-    from backends.engine.generator import reuse_capacity
+    from backends.engine.prefix_cache import reuse_capacity
 
     assert reuse_capacity(100, 8192) == 1280
     assert reuse_capacity(7500, 8192) == 8192

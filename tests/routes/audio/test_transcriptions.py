@@ -194,6 +194,62 @@ def test_bad_requests(
     served_next(client)
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_temperature_that_is_not_a_number_says_so(client: TestClient, value: str) -> None:
+    err = assert_error(transcribe(client, sample("tone.wav"), temperature=value), 400)
+    assert err["param"] == "temperature" and "finite number" in err["message"]
+
+
+def test_undecodable_bytes_name_the_file_never_an_object(client: TestClient) -> None:
+    err = assert_error(transcribe(client, b"\x00garbage" * 64), 400, "file")
+    assert err["message"].startswith("file: ") and "Format not recognised" in err["message"]
+    assert "<_io" not in err["message"] and "0x" not in err["message"]
+
+
+@pytest.mark.parametrize("field", ["file", "model", "language"])
+def test_a_form_field_sent_twice_is_refused(client: TestClient, field: str) -> None:
+    tone = ("a.wav", sample("tone.wav"), "audio/wav")
+    files = [("file", tone)] + ([("file", tone)] if field == "file" else [])
+    data: dict[str, Any] = {"model": "whisper", "language": "en"}
+    if field != "file":
+        data[field] = [data[field], data[field]]
+    resp = client.post("/v1/audio/transcriptions", files=files, data=data)
+    err = assert_error(resp, 400, field)
+    assert "holds 2 of them" in err["message"]
+    served_next(client)
+
+
+def test_a_finished_transcription_frees_its_audio_at_once(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No reference cycle holds a finished job's audio (the upload and its decoded windows):
+    it used to wait for the cyclic garbage collector, tens of MB a request (issue 37)."""
+    import gc
+    import time
+    import weakref
+
+    from backends.speech import service
+
+    kept: list[weakref.ref[Any]] = []
+
+    def prepare(data: bytes, **kwargs: Any) -> Any:
+        audio = real(data, **kwargs)
+        kept.append(weakref.ref(audio))
+        return audio
+
+    real = service.prepare  # type: ignore[attr-defined]
+    monkeypatch.setattr(service, "prepare", prepare)
+    gc.disable()
+    try:
+        served_next(client)
+        deadline = time.monotonic() + 2  # the owner thread lets go just after answering
+        while kept and kept[0]() is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert kept and kept[0]() is None
+    finally:
+        gc.enable()
+
+
 def test_over_length_audio_is_refused(client: TestClient) -> None:
     err = assert_error(transcribe(client, wav_bytes(110.0, rate=2000)), 400, "file")
     assert "100" in err["message"]

@@ -98,6 +98,22 @@ def test_format_as_a_schema_is_enforced(client: TestClient) -> None:
     assert json.loads(out["message"]["content"])["city"] in ("Paris", "Rome")
 
 
+@pytest.mark.parametrize("path", ["/api/chat", "/api/generate"])
+def test_a_schema_no_output_can_match_is_a_400_as_on_openai(client: TestClient, path: str) -> None:
+    """{"$ref": "#"} is only itself: it answered 200 with empty content and done_reason stop."""
+    said = {"messages": ASK} if path == "/api/chat" else {"prompt": "Once upon a time"}
+    body = {"model": MODEL, **said, "stream": False, "format": {"$ref": "#"}}
+    resp = client.post(path, json=body)
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"] == (
+        "format: The json schema cannot be used: no output can match it (it allows no first token)"
+    )
+    fmt = {"type": "json_schema", "json_schema": {"name": "s", "schema": {"$ref": "#"}}}
+    openai = client.post("/v1/chat/completions", json={"messages": ASK, "response_format": fmt})
+    assert openai.status_code == 400
+    assert openai.json()["error"]["message"] in resp.json()["error"]
+
+
 def test_format_json_makes_the_answer_a_json_object(client: TestClient) -> None:
     plain = chat(client, options={"temperature": 0, "num_predict": 6})
     assert not plain["message"]["content"].startswith("{"), "pick a prompt that shows it"

@@ -129,6 +129,18 @@ def test_show_lists_vision_and_bad_images_are_400s_naming_them(http: TestClient)
     assert resp.status_code == 400 and "raw" in resp.json()["error"]
 
 
+@pytest.mark.parametrize("image", ["file:///etc/passwd", "http://example.org/a.png", "a b c"])
+def test_an_image_that_is_not_base64_is_told_so_not_as_a_data_url(
+    http: TestClient, image: str
+) -> None:
+    """Ollama's images are base64 text: the message said "the data: URL is not valid
+    base64" for what was never a data: URL."""
+    said = {"role": "user", "content": "hi", "images": [image]}
+    resp = http.post("/api/chat", json={"model": "qwen-vl", "messages": [said], "stream": False})
+    assert resp.status_code == 400
+    assert resp.json()["error"] == "messages.0.images.0: the image data is not valid base64."
+
+
 @pytest.mark.parametrize("path", ["/api/chat", "/api/generate"])
 def test_a_text_model_refuses_an_image_naming_model_and_modality(
     client: TestClient, path: str

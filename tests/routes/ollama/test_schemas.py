@@ -36,7 +36,6 @@ def refused(resp: Any, *fragments: str) -> str:
 @pytest.mark.parametrize(
     ("option", "value"),
     [
-        ("min_p", 0.05),
         ("typical_p", 0.7),
         ("tfs_z", 0.5),
         ("mirostat", 2),
@@ -53,7 +52,7 @@ def test_options_this_server_cannot_honour_are_refused_by_name(
 
 @pytest.mark.parametrize(
     ("option", "off"),
-    [("min_p", 0.0), ("typical_p", 1.0), ("tfs_z", 1.0), ("mirostat", 0), ("repeat_last_n", -1)],
+    [("typical_p", 1.0), ("tfs_z", 1.0), ("mirostat", 0), ("repeat_last_n", -1)],
 )
 def test_those_options_at_the_value_that_turns_them_off_are_accepted(option: str, off: Any) -> None:
     assert post("/api/chat", options={option: off}).status_code == 200
@@ -83,6 +82,8 @@ def test_options_that_tune_how_ollama_runs_a_model_are_accepted(options: dict[st
         ({"seed": -5}, "options.seed"),
         ({"stop": [""]}, "options.stop"),
         ({"tool_choice": ""}, "options.tool_choice"),
+        ({"min_p": 1.5}, "options.min_p"),
+        ({"speculative": {"num_speculative_tokens": 99}}, "options.speculative"),
     ],
 )
 def test_bad_option_values_name_the_option(options: dict[str, Any], fragment: str) -> None:

@@ -41,6 +41,8 @@ HOSTILE_SCHEMAS = {
         "properties": {"a": {"$ref": "#"}},
         "required": ["a"],
     },
+    # Only a reference to itself: no output matches (it was a 200 with empty content).
+    "only itself": {"$ref": "#"},
     "40k properties": {
         "type": "object",
         "properties": {f"p{i}": {"type": "string"} for i in range(40_000)},

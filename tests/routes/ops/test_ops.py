@@ -67,6 +67,40 @@ def test_metrics_count_requests_and_tokens(client: TestClient) -> None:
     assert metric(text, "genai_time_to_first_token_seconds_count") >= 1
 
 
+def test_speculation_counts_in_usage_and_metrics(client: TestClient) -> None:
+    """A request that asks for n-gram speculation and copies its prompt: its usage says what
+    was drafted and taken, and /metrics counts the same (the acceptance rate too)."""
+    before = client.get("/metrics").text
+    body = {
+        "messages": [
+            {"role": "user", "content": "Repeat exactly: /data/notes-1/notes/test_moon/app.txt"}
+        ],
+        "temperature": 0,
+        "max_tokens": 40,
+        "speculative": {"method": "ngram", "num_speculative_tokens": 8},
+    }
+    usage = client.post("/v1/chat/completions", json=body).json()["usage"]
+    details = usage["completion_tokens_details"]
+    drafted, accepted = details["drafted_tokens"], details["accepted_tokens"]
+    assert 0 < accepted <= drafted and accepted < usage["completion_tokens"]
+    text = client.get("/metrics").text
+    for name, count in (
+        ("genai_speculative_draft_tokens_total", drafted),
+        ("genai_speculative_accepted_tokens_total", accepted),
+    ):
+        assert metric(text, name) - metric(before, name) == count, name
+    runs = metric(text, "genai_speculative_verify_runs_total")
+    assert runs > metric(before, "genai_speculative_verify_runs_total")
+    rate = metric(text, "genai_speculative_acceptance_rate")
+    totals = [metric(text, f"genai_speculative_{k}_tokens_total") for k in ("accepted", "draft")]
+    assert rate == pytest.approx(totals[0] / totals[1])
+    body["speculative"] = {"num_speculative_tokens": 0}  # turned off: nothing drafted
+    assert (
+        "completion_tokens_details"
+        not in client.post("/v1/chat/completions", json=body).json()["usage"]
+    )
+
+
 def test_full_server_answers_429_with_retry_after() -> None:
     with make_client(max_concurrency=1, max_queue=0) as c:
         wait_ready(c)

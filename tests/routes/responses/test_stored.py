@@ -254,6 +254,26 @@ def test_input_items_come_a_page_at_a_time(client: TestClient) -> None:
         assert param in (err["param"] or "")
 
 
+def test_input_items_honour_before_and_both_spellings_of_include(client: TestClient) -> None:
+    """before (the page just before an item) and include[] (the openai SDK's spelling) were
+    silently ignored."""
+    first = create(client, input=[user(t) for t in TURNS], **GREEDY)
+    asc = get(client, first["id"], "/input_items", order="asc").json()["data"]
+    ids = [i["id"] for i in asc]
+    page = get(client, first["id"], "/input_items", order="asc", before=ids[-1], limit=1).json()
+    assert [i["id"] for i in page["data"]] == ids[-2:-1]
+    assert page["has_more"] is (len(ids) > 2)
+    whole = get(client, first["id"], "/input_items", order="asc", before=ids[-1]).json()
+    assert [i["id"] for i in whole["data"]] == ids[:-1] and whole["has_more"] is False
+    assert_error(get(client, first["id"], "/input_items", before="msg_nope"), 400, "before")
+    asked = "message.input_image.image_url"
+    for name in ("include", "include[]"):
+        got = get(client, first["id"], "/input_items", order="asc", **{name: asked})
+        assert got.status_code == 200 and got.json()["data"] == asc
+        err = assert_error(get(client, first["id"], "/input_items", **{name: "nonsense"}), 400)
+        assert name in (err["param"] or "") and "nonsense" not in (err["param"] or "")
+
+
 def test_delete_removes_it_and_a_second_delete_is_404(client: TestClient) -> None:
     body = create(client, input=TURNS[0], **GREEDY)
     gone = client.delete(f"/v1/responses/{body['id']}")

@@ -117,3 +117,23 @@ def test_a_hash_collision_cannot_hand_out_another_prefix(monkeypatch: pytest.Mon
     s.put(a, reader(a)[0])
     assert s.match([5, 6, 7, 8]) == []
     assert s.match(a) == [b"same"]
+
+
+def test_a_full_store_makes_room_before_it_adds_so_it_never_passes_its_bound() -> None:
+    """Each block is added after room is made for it: read at any moment, the store holds at
+    most its capacity (it used to add a whole row, then evict)."""
+    s = store(4)
+    a = list(range(1, 17))  # 4 blocks: the store is full
+    s.put(a, reader(a)[0])
+    seen: list[int] = []
+    b = list(range(50, 66))  # 4 more: all of a's must go
+    read_b, _ = reader(b)
+
+    def read(lo: int, hi: int) -> np.ndarray:
+        seen.append(s.nbytes)
+        return read_b(lo, hi)
+
+    assert s.put(b, read) == 4
+    assert seen and max(seen) <= s.capacity_bytes
+    assert s.nbytes == s.capacity_bytes and s.stats.evictions == 4
+    assert restored(s, b) == b and restored(s, a) == []

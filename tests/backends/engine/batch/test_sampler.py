@@ -167,3 +167,48 @@ def test_a_draw_follows_the_distribution() -> None:
     counts = np.bincount([sample(row, params(temperature=1.0), rng) for _ in range(4000)], None, 4)
     assert counts[1] == 0
     assert np.allclose(counts / 4000, [0.5, 0.0, 0.3, 0.2], atol=0.03)
+
+
+def test_min_p_keeps_the_tokens_at_least_that_share_of_the_likeliest() -> None:
+    probs = np.asarray([0.40, 0.25, 0.20, 0.10, 0.05], dtype=np.float64)
+    row = np.log(probs).astype(np.float32)
+    rng = np.random.default_rng(0)
+    # 0.45 × 0.40 = 0.18: the 0.20 token is kept, the 0.10 one is cut
+    drawn = {sample(row, params(temperature=1.0, min_p=0.45), rng) for _ in range(400)}
+    assert drawn == {0, 1, 2}
+    # temperature first: at 2, the shares are their square roots, 0.1 / 0.4 -> 0.5, kept
+    hot = {sample(row, params(temperature=2.0, min_p=0.45), rng) for _ in range(600)}
+    assert hot == {0, 1, 2, 3}
+    # then top-k within what min-p left, and the draw follows the renormalised rest
+    once = {sample(row, params(temperature=1.0, min_p=0.45, top_k=1), rng) for _ in range(50)}
+    assert once == {0}
+    counts = np.bincount(
+        [sample(row, params(temperature=1.0, min_p=0.45), rng) for _ in range(4000)], None, 5
+    )
+    assert np.allclose(counts / 4000, [0.40 / 0.85, 0.25 / 0.85, 0.20 / 0.85, 0, 0], atol=0.03)
+
+
+def test_min_p_sees_the_grammar_mask_and_leaves_greedy_alone() -> None:
+    row = np.asarray([-np.inf, 1.0, 0.8, -3.0], dtype=np.float32)  # the likeliest masked
+    rng = np.random.default_rng(0)
+    assert {sample(row, params(temperature=1.0, min_p=0.5), rng) for _ in range(300)} == {1, 2}
+    state = RowState.create(params(min_p=0.9), [1])
+    assert state.plain_greedy and choose(logits([0, 3, 2.9]), [state], EOS)[0].token == 1
+
+
+@pytest.mark.parametrize("vocab", [1024, BENCH_VOCAB])
+def test_a_last_bit_difference_does_not_move_a_min_p_draw(vocab: int) -> None:
+    row, nudged = paired_logits(vocab)
+    temperature = 0.9
+    # min_p's threshold half-way between two pairs' probabilities: no nudge moves it
+    ranked = np.sort(np.exp(row.astype(np.float64) / temperature))[::-1]
+    min_p = float((ranked[2 * 12 - 1] + ranked[2 * 12]) / 2 / ranked[0])
+
+    def draws(logits: np.ndarray, seed: int) -> list[int]:
+        p = params(temperature=temperature, seed=seed, min_p=min_p)
+        rng = RowState.create(p, [1]).rng
+        return [sample(logits, p, rng) for _ in range(300)]
+
+    base = draws(row, 7)
+    assert draws(nudged, 7) == base
+    assert len(set(base)) > 10 and set(base) <= set(np.argsort(-row, kind="stable")[:24].tolist())

@@ -103,9 +103,23 @@ def test_cancelling_one_row_leaves_the_others_unchanged(oracle) -> None:
     prompts = ["Once upon a time", "The river", "Hello world"]
     expected = [oracle.greedy(p, 30)[0] for p in prompts]
 
+    got, finish, made = run(
+        batch_config(cache_sequences=0), cancel_one_among(prompts, 30, "long one", 1500)
+    )
+    assert got == expected
+    assert finish == "cancelled" and made < 1500
+
+
+def cancel_one_among(prompts: list[Any], n: int, doomed_prompt: Any, doomed_n: int) -> Any:
+    """A body for :func:`run`: ``prompts`` (``n`` greedy tokens each) and a request that must
+    write ``doomed_n`` tokens, cancelled at its first; returns the others' texts, the doomed
+    one's finish reason and how many tokens it made."""
+
     async def body(service: InferenceService) -> tuple[list[str], str | None, int]:
-        handles = [await service.submit(request(p, max_tokens=30)) for p in prompts]
-        doomed = await service.submit(request("long one", max_tokens=1500, min_new_tokens=1500))
+        handles = [await service.submit(request(p, max_tokens=n)) for p in prompts]
+        doomed = await service.submit(
+            request(doomed_prompt, max_tokens=doomed_n, min_new_tokens=doomed_n)
+        )
         finish = None
         async for piece in doomed:
             if piece.token is not None:
@@ -114,9 +128,7 @@ def test_cancelling_one_row_leaves_the_others_unchanged(oracle) -> None:
         results = [await h.result() for h in handles]
         return [text(r) for r in results], finish, doomed.usage().completion_tokens
 
-    got, finish, made = run(batch_config(cache_sequences=0), body)
-    assert got == expected
-    assert finish == "cancelled" and made < 1500
+    return body
 
 
 def test_a_resident_row_survives_riding_along_as_a_dummy() -> None:

@@ -1,0 +1,218 @@
+"""N-gram (prompt-lookup) speculation: which decoding rows draft this step, how many
+tokens, and taking the verified ones.
+
+A drafting row feeds its next token and up to ``k`` drafted tokens in one run of its own:
+onnxruntime's CPU GroupQueryAttention takes several new tokens over a past only at batch size
+1 ("batch_size must be 1 when sequence_length > 1 and past context is given"), so such a row
+leaves the batched decode run for a batch-1 run of ``1 + k`` tokens beside it. The strategy
+then takes the choice at each position (the sampler's, with the sequence's state as of the
+tokens accepted before it) while it equals the draft token fed there.
+
+A row drafts when it pays. A verify run of ``1 + k`` tokens costs ``1 + VERIFY_COST * k``
+one-token steps and yields, if each draft token is taken with probability ``p``,
+``(1 - p ** (k + 1)) / (1 - p)`` tokens; in a batched step of ``B`` rows the row would get one
+token for ``SHARE[B]`` of a one-token step. The row drafts the ``k`` (up to the bound) that
+yields most tokens per cost, if that beats its share of the batch; ``p`` is the row's own
+acceptance so far (recent verify runs weigh more). So a copying row drafts long while few rows
+decode, a row writing free text soon stops, and with many rows decoding only rows that copy
+nearly every token draft. A row for which no draft pays even alone probes with one token now
+and then (after 8 steps, then 16, ... up to 256), in case it starts copying. The costs are
+measured (``python -m bench steps --verify 8``, docs/speculation.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from backends.engine.batch.ngram import NgramIndex
+from backends.engine.batch.sampler import Choice, choose
+from backends.types import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, GenerationParams, Speculative
+
+log = logging.getLogger("genai.batch")
+
+# A verify run of 1 + k tokens costs 1 + VERIFY_COST * k one-token steps (T(1 + k) / T(1) was
+# 1.43, 1.73, 2.08, 2.54, 2.79, 3.17, 3.34, 3.65 for k = 1..8 on the 135M shape).
+VERIFY_COST = 1 / 3
+# What one row's token costs in a decode step of B rows (index B), in one-token steps:
+# T(B) / (B * T(1)), the same measurement; beyond the table, its last value.
+SHARE = (1.0, 1.0, 0.68, 0.72, 0.54, 0.52, 0.51, 0.49, 0.46)
+PRIOR = (1.4, 2.0)  # a new row: 1.4 of 2 draft tokens taken (p = 0.7)
+FORGET = 0.5  # each verify run, earlier evidence weighs half as much
+PROBE_WAIT, MAX_WAIT = 8, 256  # steps between one-token probes of a row no draft pays for
+
+
+def share(rows: int) -> float:
+    return SHARE[min(rows, len(SHARE) - 1)]
+
+
+def expected_tokens(k: int, p: float) -> float:
+    """Tokens a verify run of ``k`` drafted tokens yields (the one after the last taken
+    draft token included) if each is taken with probability ``p``."""
+    return float(k + 1) if p >= 1.0 else (1.0 - p ** (k + 1)) / (1.0 - p)
+
+
+def best_draft(p: float, row_share: float, most: int) -> int:
+    """The draft length, up to ``most``, that yields most tokens per cost, if that beats a
+    token for ``row_share`` in the batched step; else 0."""
+    best, gain = 0, 1.0
+    for k in range(1, most + 1):
+        k_gain = expected_tokens(k, p) * row_share / (1.0 + VERIFY_COST * k)
+        if k_gain > gain:
+            best, gain = k, k_gain
+    return best
+
+
+@dataclass
+class DraftLength:
+    """How many tokens a row drafts next, from how its drafts fared."""
+
+    most: int
+    hits: float = PRIOR[0]
+    judged: float = PRIOR[1]
+    wait: int = 0  # steps before the next probe
+    probes: int = 0  # probes missed in a row
+
+    @property
+    def acceptance(self) -> float:
+        return self.hits / self.judged
+
+    def wanted(self, rows: int) -> int:
+        """Tokens to draft this step with ``rows`` rows decoding (0: none)."""
+        k = best_draft(self.acceptance, share(rows), self.most)
+        if k or rows > 1 or best_draft(self.acceptance, 1.0, self.most):
+            return k
+        if self.wait > 0:  # no draft pays even alone: probe now and then
+            self.wait -= 1
+            return 0
+        self.wait = min(MAX_WAIT, PROBE_WAIT << self.probes)
+        self.probes += 1
+        return 1
+
+    def settle(self, drafted: int, accepted: int) -> None:
+        judged = accepted + (1 if accepted < drafted else 0)
+        self.hits = FORGET * self.hits + accepted
+        self.judged = FORGET * self.judged + judged
+        if accepted:
+            self.probes = 0
+
+
+@dataclass
+class Drafter:
+    """One sequence's lookup, draft length and counts."""
+
+    index: NgramIndex
+    length: DraftLength
+    drafted: int = 0
+    accepted: int = 0
+    runs: int = 0
+
+    def settle(self, drafted: int, accepted: int) -> None:
+        self.length.settle(drafted, accepted)
+        self.drafted += drafted
+        self.accepted += accepted
+        self.runs += 1
+
+
+@dataclass
+class Speculation:
+    """The engine's speculation settings (a request may override them: its
+    ``params.speculative``) and its totals."""
+
+    tokens: int  # most tokens a row drafts (its k); 0: no speculation
+    lookup_min: int = PROMPT_LOOKUP_MIN
+    lookup_max: int = PROMPT_LOOKUP_MAX
+    drafted: int = 0
+    accepted: int = 0
+    runs: int = 0
+
+    def settings(self, params: GenerationParams) -> Speculative:
+        """A sequence's own: the server's, under the request's override."""
+        server = Speculative(self.tokens, self.lookup_min, self.lookup_max)
+        return params.speculative.over(server) if params.speculative is not None else server
+
+    def drafts(self, rows: Sequence[Any], room: Sequence[int]) -> list[tuple[Any, list[int]]]:
+        """The rows that draft this step and their drafts. ``rows`` are the sequences with a
+        token to feed (``tokens``, ``next_token``, ``state``, ``job``), ``room[i]`` how many
+        tokens row ``i`` may draft at most (its budget and the context's end)."""
+        out = []
+        for seq, most in zip(rows, room, strict=True):
+            drafter = self.drafter(seq)
+            if most <= 0 or drafter.length.most <= 0:
+                continue
+            k = min(drafter.length.wanted(len(rows)), most)
+            if k <= 0:
+                continue
+            drafter.index.sync(seq.tokens, seq.next_token)
+            draft = drafter.index.propose(k)
+            guide = seq.state.guide
+            if draft and guide is not None and guide.constrains:
+                draft = draft[: guide.validate(draft)]
+            if draft:
+                out.append((seq, draft))
+        return out
+
+    def drafter(self, seq: Any) -> Drafter:
+        """The sequence's drafter, made on its first look (kept on it: ``seq.drafter``); one
+        that drafts at most 0 tokens for a sequence without speculation."""
+        if seq.drafter is None:
+            own = self.settings(seq.job.params)
+            assert own.tokens is not None and own.lookup_min and own.lookup_max
+            index = NgramIndex(own.lookup_min, own.lookup_max)
+            seq.drafter = Drafter(index, DraftLength(own.tokens))
+        drafter: Drafter = seq.drafter
+        return drafter
+
+    def settle(self, seq: Any, drafted: int, accepted: int) -> None:
+        self.drafter(seq).settle(drafted, accepted)
+        self.drafted += drafted
+        self.accepted += accepted
+        self.runs += 1
+
+    def ended(self, seq: Any) -> None:
+        """The sequence ended: count what its drafts gave on its job (its usage), and log it."""
+        drafter = seq.drafter
+        if drafter is not None and drafter.runs:
+            job = seq.job
+            job.drafted_tokens, job.accepted_tokens = drafter.drafted, drafter.accepted
+            job.verify_runs = drafter.runs
+            log.info(
+                "speculation: %s drafted %d tokens, accepted %d, in %d verify runs",
+                job.id,
+                drafter.drafted,
+                drafter.accepted,
+                drafter.runs,
+            )
+
+
+def accept(
+    seq: Any,
+    draft: list[int],
+    logits: Any,
+    take: Callable[[Any, Choice], bool],
+    eos: frozenset[int],
+) -> int:
+    """Take the choice at each position of a verify run (``logits [1 + len(draft), vocab]``
+    for the row's next token and ``draft`` fed after it) while it equals the draft token fed
+    at the next position; returns how many draft tokens were accepted.
+
+    Each choice is the sampler's own, made with the sequence's state as of the tokens taken
+    before it (penalties, ``min_tokens``, the grammar, the seeded generator: one draw per
+    token taken, as without speculation); ``take`` passes it on or ends the sequence with it
+    (EOS, a stop string, ``max_tokens``), which ends the block there. ``seq.tokens`` then
+    counts only the fed positions whose token was taken: the ones after them were computed
+    from a rejected token, and the row's next run writes over them."""
+    fed = [seq.next_token, *draft]
+    accepted = 0
+    for i, token in enumerate(fed):
+        seq.tokens.append(token)
+        seq.next_token = None
+        [choice] = choose(np.asarray(logits[i : i + 1], dtype=np.float32), [seq.state], eos)
+        if not take(seq, choice) or i == len(draft) or choice.token != draft[i]:
+            break
+        accepted += 1
+    return accepted

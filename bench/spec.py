@@ -1,0 +1,399 @@
+"""``python -m bench spec``: n-gram speculation side by side with it off, onnxruntime-genai's
+own n-gram and llama-server's, on the same weights and the same requests.
+
+Arms (``--arm``, or :func:`default_arms`):
+
+- ours, ``GENAI_SCHEDULER=batch``, speculation off and on (``GENAI_SPECULATIVE_TOKENS``);
+- og's n-gram: ``GENAI_SCHEDULER=generator`` with it on (onnxruntime-genai's
+  ``set_speculative_options``, batch size 1) and off, at one request in flight only;
+- llama-server (``--llama-server``: a built binary) on the demo model's own weights as a GGUF
+  (:mod:`bench.onnx_gguf`, Q4_0 as the int4 model), ``--spec-type`` none, ``ngram-simple``,
+  ``ngram-simple`` with ours' lookup (3-token n-grams, 8-token drafts) and ``ngram-mod``, with
+  ``--parallel`` slots for the most requests in flight, fed the very token ids our server
+  renders (``/v1/completions`` with the prompt as ids).
+
+Workloads (:mod:`bench.spec_workloads`): ``edit``, ``diff``, ``free``, ``copy``; conditions
+greedy and ``seeded`` (temperature 0.7, seed 1, no other cut); levels: requests in flight.
+
+Every round runs each (workload, condition, level) for every arm, the arms in a new order
+(or, with ``--together``, all at once: on a machine shared with other jobs they then see the
+same load from outside, which one after the other they do not), each arm the same fresh
+prompts; answers end where the model ends them (at most
+``--max-tokens``). Reported per arm, as the median over rounds: decode tokens/s per request
+(its tokens after the first ÷ the time after its first), time per answer (end to end), their
+ratios to the first arm (per round, then the median, with the rounds' range), the drafted
+tokens' acceptance and the mean accepted length (1 + accepted ÷ verify runs: tokens per
+verify run), read off each server's /metrics, and the mean copied fraction of the answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import random
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.loadgen import Client, RequestResult, RequestSpec
+from bench.spec_workloads import WORKLOADS, ask, copied_fraction
+
+CONDITIONS: dict[str, dict[str, Any]] = {
+    "greedy": {"temperature": 0.0},
+    "seeded": {"temperature": 0.7, "seed": 1, "top_p": 1.0, "top_k": 0},
+}
+# llama-server's own cuts, off (min_p is on by default there).
+LLAMA_SAMPLING = {"min_p": 0.0, "repeat_penalty": 1.0}
+# /metrics series: drafted tokens, accepted tokens, verify runs.
+OURS_COUNTERS = (
+    "genai_speculative_draft_tokens_total",
+    "genai_speculative_accepted_tokens_total",
+    "genai_speculative_verify_runs_total",
+)
+LLAMA_COUNTERS = (
+    "llamacpp:spec_decode_num_draft_tokens_total",
+    "llamacpp:spec_decode_num_accepted_tokens_total",
+    "llamacpp:spec_decode_num_drafts_total",
+)
+
+
+@dataclass
+class Arm:
+    """One server: ours with ``env`` (server settings), or llama-server with ``args``;
+    ``levels``: the requests in flight it runs (None: every level)."""
+
+    name: str
+    env: dict[str, str] = field(default_factory=dict)
+    llama_args: list[str] | None = None
+    levels: tuple[int, ...] | None = None
+
+    def runs(self, level: int) -> bool:
+        return self.levels is None or level in self.levels
+
+
+def default_arms(llama: bool) -> list[Arm]:
+    generator = {"GENAI_SCHEDULER": "generator"}
+    arms = [
+        Arm("off", {"GENAI_SPECULATIVE_TOKENS": "0"}),
+        Arm("on", {"GENAI_SPECULATIVE_TOKENS": "8"}),
+        Arm("og off", generator | {"GENAI_SPECULATIVE_TOKENS": "0"}, levels=(1,)),
+        Arm("og n-gram", generator | {"GENAI_SPECULATIVE_TOKENS": "8"}, levels=(1,)),
+    ]
+    if llama:
+        arms += [
+            Arm("llama none", llama_args=[]),
+            Arm("llama ngram-simple", llama_args=["--spec-type", "ngram-simple"]),
+            Arm(
+                "llama ngram-simple n3 m8",
+                llama_args=["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3"]
+                + ["--spec-ngram-simple-size-m", "8"],
+            ),
+            Arm("llama ngram-mod", llama_args=["--spec-type", "ngram-mod"]),
+        ]
+    return arms
+
+
+def parse_arm(text: str) -> Arm:
+    """``NAME:A=1,B=2`` (ours, server settings), ``NAME:llama:ARGS`` (llama-server's args),
+    either with ``@1,2`` at the end for the levels it runs."""
+    text, _, at = text.partition("@")
+    name, _, rest = text.partition(":")
+    levels = tuple(int(x) for x in at.split(",")) if at else None
+    if rest.startswith("llama"):
+        return Arm(name, llama_args=rest.removeprefix("llama").strip(":").split(), levels=levels)
+    env = dict(item.split("=", 1) for item in rest.split(",") if item)
+    return Arm(name, env, levels=levels)
+
+
+def counters(text: str, names: tuple[str, ...]) -> tuple[int, int, int]:
+    """Drafted tokens, accepted tokens and verify runs in a /metrics text (summed over
+    labels; 0 where a series is absent)."""
+    found = []
+    for name in names:
+        pattern = re.compile(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? ([0-9.e+-]+)$", re.M)
+        found.append(int(sum(float(v) for v in pattern.findall(text))))
+    return found[0], found[1], found[2]
+
+
+def decode_rate(r: RequestResult) -> float | None:
+    """A request's decode tokens/s as its server timed it (its tokens after the first ÷ the
+    time after its first: ours' ``metrics.tokens_per_second``, llama-server's
+    ``timings.predicted_per_second``): a client reads a fast server's stream in bursts."""
+    rate = (r.server or {}).get("tokens_per_second")
+    if r.output_tokens < 2 or not rate or rate != rate:
+        return None
+    return float(rate)
+
+
+def run_spec(
+    arms: list[Arm],
+    workloads: tuple[str, ...] = WORKLOADS,
+    conditions: tuple[str, ...] = tuple(CONDITIONS),
+    levels: tuple[int, ...] = (1, 2, 4),
+    rounds: int = 3,
+    requests: int = 8,
+    max_tokens: int = 160,
+    equality: int = 0,
+    llama_server: Path | None = None,
+    out: Path | None = None,
+    threads: int | None = None,
+    together: bool = False,
+) -> str:
+    from bench.models import DEMO
+    from bench.server import ServerProcess, start_all
+
+    servers: dict[str, Any] = {}
+    for arm in arms:
+        if arm.llama_args is None:
+            env = {"GENAI_MODEL_DIR": str(DEMO), "GENAI_SCHEDULER": "batch"} | arm.env
+            if threads:
+                env["GENAI_INTRA_OP_THREADS"] = str(threads)
+            servers[arm.name] = ServerProcess(arm.name, env, log_level="info")
+        else:
+            servers[arm.name] = _llama(arm, llama_server, max(levels), threads)
+    started = start_all(list(servers.values()))
+    samples: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+    same = ""
+    try:
+        if len(started) != len(servers):
+            failed = [f"{n}: {s.error}" for n, s in servers.items() if s not in started]
+            raise RuntimeError("; ".join(failed))
+        render = next(s.url for n, s in servers.items() if _arm(arms, n).llama_args is None)
+        rng, seed = random.Random(0), 70_000
+        for condition in conditions:  # warm every server up
+            for arm in arms:
+                warm = _level(servers[arm.name], arm, condition, [ask("copy", 1)], render, 1, 8)
+                asyncio.run(warm)
+
+        async def level_of(arms_now: list[Arm], condition: str, asks: Any, level: int) -> Any:
+            runs = [
+                _level(servers[a.name], a, condition, asks, render, level, max_tokens)
+                for a in arms_now
+            ]
+            if together:  # every arm at once: they see the same load from outside
+                return await asyncio.gather(*runs)
+            return [await run for run in runs]
+
+        for _ in range(rounds):
+            for workload, condition, level in itertools.product(workloads, conditions, levels):
+                asks = [ask(workload, seed + i) for i in range(max(requests, level))]
+                seed += len(asks)
+                order = [a for a in arms if a.runs(level)]
+                rng.shuffle(order)
+                found = asyncio.run(level_of(order, condition, asks, level))
+                for arm, got in zip(order, found, strict=True):
+                    samples.setdefault((arm.name, workload, condition, level), []).append(got)
+        if equality:
+            same = _equality(servers, arms, equality, max_tokens, render)
+    finally:
+        for server in servers.values():
+            server.stop()
+    table = render_table(samples, [a.name for a in arms], workloads, conditions, levels)
+    if same:
+        table += f"\nidentical answers: {same}\n"
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        raw = {" ".join(map(str, k)): v for k, v in samples.items()}
+        (out / "spec.json").write_text(json.dumps(raw, indent=1))
+        (out / "spec.md").write_text(table)
+    return table
+
+
+def _arm(arms: list[Arm], name: str) -> Arm:
+    return next(a for a in arms if a.name == name)
+
+
+def _llama(arm: Arm, binary: Path | None, slots: int, threads: int | None) -> Any:
+    from bench.llama_server import LlamaServer
+    from bench.models import DEMO
+
+    if binary is None:
+        raise RuntimeError(f"arm {arm.name!r} needs --llama-server PATH (a built llama-server)")
+    return LlamaServer(
+        arm.name,
+        {},
+        binary=binary,
+        gguf=demo_gguf(DEMO, binary.parent / "llama-quantize"),
+        threads=threads or len(os.sched_getaffinity(0)),
+        parallel=slots,
+        extra_args=[*(arm.llama_args or []), "--metrics"],
+    )
+
+
+def demo_gguf(folder: Path, quantize: Path) -> Path:
+    """The demo model's weights as a Q4_0 GGUF, made once under bench/.cache/."""
+    from bench.llama_server import quantize_q4_0
+    from bench.models import CACHE
+    from bench.onnx_gguf import write_gguf
+
+    q4 = CACHE / "gguf" / f"{folder.name}-q4_0.gguf"
+    if not q4.exists():
+        q4.parent.mkdir(parents=True, exist_ok=True)
+        f32 = write_gguf(folder, q4.with_name(f"{folder.name}-f32.gguf"))
+        quantize_q4_0(quantize, f32, q4, 1)
+    return q4
+
+
+async def _level(
+    server: Any,
+    arm: Arm,
+    condition: str,
+    asks: list[list[dict[str, str]]],
+    render: str,
+    level: int,
+    max_tokens: int,
+) -> dict[str, Any]:
+    """Send ``asks`` with ``level`` in flight; what they gave."""
+    import httpx
+
+    from bench.server import cpu_seconds
+
+    llama = arm.llama_args is not None
+    sampling = CONDITIONS[condition] | (LLAMA_SAMPLING if llama else {})
+    client = Client(server.url, protocol="completions" if llama else "openai", extra=sampling)
+    names = LLAMA_COUNTERS if llama else OURS_COUNTERS
+    async with httpx.AsyncClient(timeout=600) as http:
+        specs = []
+        for messages in asks:
+            ids = None
+            if llama:  # exactly the token ids our server feeds its model
+                r = await http.post(
+                    render + "/v1/chat/completions/render", json={"messages": messages}
+                )
+                ids = r.json()["token_ids"]
+            specs.append(RequestSpec(messages, max_tokens, prompt_ids=ids))
+        before = counters((await http.get(server.url + "/metrics")).text, names)
+        load, cpu = os.getloadavg()[0], cpu_seconds(server.proc.pid)
+        queue = list(specs)
+        results: list[tuple[RequestSpec, RequestResult]] = []
+
+        async def worker() -> None:
+            while queue:
+                spec = queue.pop(0)
+                results.append((spec, await client.request(http, spec, stream=True)))
+
+        await asyncio.gather(*(worker() for _ in range(level)))
+        after = counters((await http.get(server.url + "/metrics")).text, names)
+        cpu = cpu_seconds(server.proc.pid) - cpu
+    ok = [(s, r) for s, r in results if r.ok]
+    if len(ok) < len(results):
+        errors = {r.error for _, r in results if not r.ok}
+        raise RuntimeError(f"{arm.name}: {len(results) - len(ok)} requests failed: {errors}")
+    return {
+        "decode": [d for _, r in ok if (d := decode_rate(r)) is not None],
+        "e2e": [r.e2e for _, r in ok],
+        "tokens": [r.output_tokens for _, r in ok],
+        "copied": [copied_fraction(_text(s.messages), r.text) for s, r in ok],
+        "speculation": [a - b for a, b in zip(after, before, strict=True)],
+        "cpu_per_token": cpu / max(1, sum(r.output_tokens for _, r in ok)),
+        "load": load,
+    }  # fmt: skip
+
+
+def _text(messages: list[dict[str, str]]) -> str:
+    return "\n".join(m["content"] for m in messages)
+
+
+def _equality(
+    servers: dict[str, Any], arms: list[Arm], n: int, max_tokens: int, render: str
+) -> str:
+    """The greedy and seeded answers of the first two arms to the same ``n`` prompts (every
+    workload in turn), one at a time."""
+    first, second = arms[0], arms[1]
+    found = []
+    for condition in CONDITIONS:
+        asks = [ask(WORKLOADS[i % len(WORKLOADS)], 90_000 + i) for i in range(n)]
+        texts = []
+        for arm in (first, second):
+            got = asyncio.run(_answers(servers[arm.name], arm, condition, asks, render, max_tokens))
+            texts.append(got)
+        same = sum(a == b for a, b in zip(*texts, strict=True))
+        found.append(f"{condition} {same} of {n} ({first.name} vs {second.name})")
+    return ", ".join(found)
+
+
+async def _answers(
+    server: Any, arm: Arm, condition: str, asks: list[Any], render: str, max_tokens: int
+) -> list[str]:
+    import httpx
+
+    client = Client(server.url, protocol="openai", extra=CONDITIONS[condition])
+    async with httpx.AsyncClient(timeout=600) as http:
+        return [
+            (await client.request(http, RequestSpec(m, max_tokens), stream=False)).text
+            for m in asks
+        ]
+
+
+def render_table(
+    samples: dict[tuple[str, str, str, int], list[dict[str, Any]]],
+    names: list[str],
+    workloads: tuple[str, ...],
+    conditions: tuple[str, ...],
+    levels: tuple[int, ...],
+) -> str:
+    """Medians over rounds; ratios against the first arm, per round, then the median and the
+    range."""
+    lines = [
+        "| workload | sampling | in flight | arm | decode tok/s per request | ÷ first (range) | "
+        "time per answer | ÷ first (range) | server CPU ms per token | ÷ first (range) | "
+        "accepted / drafted | mean accepted length | copied fraction | tokens per answer |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for workload in workloads:
+        for condition in conditions:
+            for level in levels:
+                base = samples.get((names[0], workload, condition, level), [])
+                for name in names:
+                    runs = samples.get((name, workload, condition, level), [])
+                    if runs:
+                        cells = " | ".join(_row(runs, base))
+                        lines.append(f"| {workload} | {condition} | {level} | {name} | {cells} |")
+    loads = [r["load"] for runs in samples.values() for r in runs]
+    if loads:
+        lines.append(f"\nload average (1 min) while it ran: {min(loads):.1f} to {max(loads):.1f}")
+    return "\n".join(lines) + "\n"
+
+
+def _row(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> list[str]:
+    """One arm's cells at one level: its rounds (``runs``) against the first arm's."""
+    med = statistics.median
+    pairs = list(zip(runs, base, strict=False))
+
+    def measure(key: str) -> tuple[float, list[float]]:
+        own = [med(r[key]) if isinstance(r[key], list) else r[key] for r in runs if r[key]]
+        ratios = [
+            (med(a[key]) / med(b[key])) if isinstance(a[key], list) else a[key] / b[key]
+            for a, b in pairs
+            if a[key] and b[key]
+        ]
+        return (med(own) if own else float("nan")), ratios
+
+    rate, rate_x = measure("decode")
+    e2e, e2e_x = measure("e2e")
+    cpu, cpu_x = measure("cpu_per_token")
+    drafted, accepted, verify = (sum(r["speculation"][i] for r in runs) for i in range(3))
+    copied = statistics.mean(c for r in runs for c in r["copied"])
+    tokens = statistics.mean(t for r in runs for t in r["tokens"])
+    return [
+        f"{rate:.0f}",
+        _ratio(rate_x),
+        f"{e2e * 1e3:.0f} ms",
+        _ratio(e2e_x),
+        f"{cpu * 1e3:.2f}",
+        _ratio(cpu_x),
+        f"{accepted / drafted:.2f} ({accepted}/{drafted})" if drafted else "—",
+        f"{1 + accepted / verify:.2f}" if verify else "—",
+        f"{copied:.2f}",
+        f"{tokens:.0f}",
+    ]
+
+
+def _ratio(values: list[float]) -> str:
+    if not values:
+        return "—"
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"

@@ -1,0 +1,226 @@
+"""The stored responses in PostgreSQL (``GENAI_RESPONSES_DB=postgresql://…``), through psycopg 3
+and its connection pool: one table that every replica reads and writes, so a chain, a GET, a
+DELETE or an input_items call may land on any of them (routes/responses/store.py says what a
+store keeps).
+
+The same layout as the SQLite table, its names prefixed ``genai_`` (a database may hold other
+things): the rows, their totals kept by statement triggers, each row's owner. Every write takes
+the totals row's lock first, so writes from all replicas queue in one order and the eviction of
+the oldest is never raced (nor deadlocked). Expiry times are the replicas' wall-clock times:
+keep their clocks in step (NTP), as any TTL across hosts needs.
+
+The layout is versioned in ``genai_responses_schema``; the first replica to start migrates it,
+under an advisory lock, while the others wait; a version newer than this server knows stops it
+at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import Connection
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from routes.responses.store import (
+    EXPIRED,
+    OVER_LIMIT,
+    Evictions,
+    StoredResponse,
+    StoreLimits,
+    StoreUnavailable,
+    decode,
+    encode,
+    migrate,
+    too_large,
+)
+
+log = logging.getLogger("genai.responses")
+
+SCHEMES = ("postgresql://", "postgres://")
+_MIGRATION_LOCK = 0x67656E6169  # pg_advisory_xact_lock's key for the migration ("genai")
+MIGRATIONS = (
+    (
+        """CREATE TABLE genai_responses (
+            seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- the order they were stored in
+            id TEXT NOT NULL UNIQUE,
+            owner TEXT,                         -- the hash of the key that made it
+            expires DOUBLE PRECISION NOT NULL,  -- seconds since the epoch
+            bytes BIGINT NOT NULL,
+            body TEXT NOT NULL                  -- {"response", "input", "transcript"}, as sent
+        )""",
+        "CREATE INDEX genai_responses_expiry ON genai_responses (expires)",
+        """CREATE TABLE genai_responses_totals (
+            one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+            count BIGINT NOT NULL,
+            bytes BIGINT NOT NULL
+        )""",
+        "INSERT INTO genai_responses_totals VALUES (TRUE, 0, 0)",
+        """CREATE FUNCTION genai_responses_added() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE genai_responses_totals SET count = count + (SELECT COUNT(*) FROM added),
+                bytes = bytes + (SELECT COALESCE(SUM(bytes), 0) FROM added);
+            RETURN NULL;
+        END $$""",
+        """CREATE FUNCTION genai_responses_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE genai_responses_totals SET count = count - (SELECT COUNT(*) FROM removed),
+                bytes = bytes - (SELECT COALESCE(SUM(bytes), 0) FROM removed);
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER genai_responses_added AFTER INSERT ON genai_responses
+            REFERENCING NEW TABLE AS added
+            FOR EACH STATEMENT EXECUTE FUNCTION genai_responses_added()""",
+        """CREATE TRIGGER genai_responses_removed AFTER DELETE ON genai_responses
+            REFERENCING OLD TABLE AS removed
+            FOR EACH STATEMENT EXECUTE FUNCTION genai_responses_removed()""",
+    ),
+)
+# The oldest rows to drop: those up to the first whose running count and bytes reach what is
+# over the bounds (an index scan that stops there).
+_EVICT = """
+DELETE FROM genai_responses WHERE seq <= (
+    SELECT seq FROM (
+        SELECT seq, ROW_NUMBER() OVER w AS n, SUM(bytes) OVER w AS freed
+        FROM genai_responses WINDOW w AS (ORDER BY seq)
+    ) oldest
+    WHERE n >= %(count)s AND freed >= %(bytes)s ORDER BY seq LIMIT 1
+)"""
+_OWNED = "id = %s AND owner IS NOT DISTINCT FROM %s AND expires > %s"
+
+
+def is_url(location: str) -> bool:
+    return location.startswith(SCHEMES)
+
+
+def describe(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql://(an unreadable URL)"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    host, port = parts.get("host", ""), f":{parts['port']}" if parts.get("port") else ""
+    return f"postgresql://{user}{host}{port}/{parts.get('dbname', '')}"
+
+
+class PostgresStore:
+    """The table, through a small pool of connections; every method is a short blocking call
+    (run it off the event loop), safe from any thread."""
+
+    def __init__(
+        self,
+        url: str,
+        limits: StoreLimits,
+        clock: Callable[[], float] = time.time,
+        *,
+        timeout: float = 10.0,
+        pool_size: int = 4,
+    ) -> None:
+        self.where = f"GENAI_RESPONSES_DB={describe(url)}"
+        self.limits = limits
+        self.evictions = Evictions()
+        self._clock = clock
+        wait = max(2, round(timeout))  # libpq's connect_timeout: whole seconds, 2 at least
+        # One connection first: its failure says why (refused, a password, no database), and
+        # the layout is migrated before any request can see it.
+        with psycopg.connect(url, autocommit=True, connect_timeout=wait) as db:
+            self._migrate(db)
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            open=False,
+            timeout=timeout,  # waiting for a free connection
+            check=ConnectionPool.check_connection,  # a database restarted: a fresh one
+            kwargs={"autocommit": True, "connect_timeout": wait},
+            name="genai-responses",
+        )
+        self._pool.open(wait=True, timeout=timeout)
+
+    def _migrate(self, db: Connection[Any]) -> None:
+        with db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS genai_responses_schema (version INTEGER NOT NULL)"
+            )
+            row = db.execute("SELECT MAX(version) FROM genai_responses_schema").fetchone()
+
+            def set_version(version: int) -> None:
+                db.execute("DELETE FROM genai_responses_schema")
+                db.execute("INSERT INTO genai_responses_schema VALUES (%s)", (version,))
+
+            migrate(self.where, (row and row[0]) or 0, MIGRATIONS, db.execute, set_version)
+
+    def put(self, stored: StoredResponse) -> bool:
+        body, size = encode(stored)
+        limits = self.limits
+        if too_large(stored, size, limits):
+            return False
+        now = self._clock()
+        with self._connection() as db, db.transaction():
+            db.execute("SELECT 1 FROM genai_responses_totals FOR UPDATE")  # writes queue here
+            expired = db.execute("DELETE FROM genai_responses WHERE expires <= %s", (now,))
+            db.execute("DELETE FROM genai_responses WHERE id = %s", (stored.id,))
+            db.execute(
+                "INSERT INTO genai_responses (id, owner, expires, bytes, body)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (stored.id, stored.owner, now + limits.ttl, size, body),
+            )
+            count, total = _totals(db)
+            evicted = 0
+            if count > limits.max_responses or total > limits.max_bytes:
+                over = {"count": count - limits.max_responses, "bytes": total - limits.max_bytes}
+                evicted = db.execute(_EVICT, over).rowcount
+        self.evictions.add(EXPIRED, expired.rowcount)
+        self.evictions.add(OVER_LIMIT, evicted)
+        return True
+
+    def get(self, response_id: str, owner: str | None = None) -> StoredResponse | None:
+        with self._connection() as db:
+            row = db.execute(
+                f"SELECT body FROM genai_responses WHERE {_OWNED}",
+                (response_id, owner, self._clock()),
+            ).fetchone()
+        return None if row is None else decode(response_id, row[0], owner)
+
+    def delete(self, response_id: str, owner: str | None = None) -> bool:
+        with self._connection() as db, db.transaction():
+            db.execute("SELECT 1 FROM genai_responses_totals FOR UPDATE")
+            gone = db.execute(
+                f"DELETE FROM genai_responses WHERE {_OWNED}", (response_id, owner, self._clock())
+            )
+            return gone.rowcount > 0
+
+    def usage(self) -> tuple[int, int] | None:
+        try:
+            with self._connection(timeout=1.0) as db:
+                return _totals(db)
+        except StoreUnavailable:
+            return None
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @contextmanager
+    def _connection(self, timeout: float | None = None) -> Iterator[Connection[Any]]:
+        """A pooled connection; the database out of reach is :class:`StoreUnavailable`."""
+        try:
+            with self._pool.connection(timeout) as db:
+                yield db
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            log.warning("%s: %s", self.where, exc)
+            raise StoreUnavailable(
+                "The stored responses cannot be reached now (their database); retry later."
+            ) from None
+
+
+def _totals(db: Connection[Any]) -> tuple[int, int]:
+    row = db.execute("SELECT count, bytes FROM genai_responses_totals").fetchone()
+    assert row is not None, "the totals row is made by the first migration"
+    return int(row[0]), int(row[1])

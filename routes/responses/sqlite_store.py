@@ -1,0 +1,177 @@
+"""The stored responses in SQLite (routes/responses/store.py says what a store keeps): in memory
+by default, or in a file (GENAI_RESPONSES_DB) that outlives the process and that several
+processes of one host may share (WAL mode needs a local disk, not a network file system).
+
+Its layout is versioned by SQLite's ``user_version``: version 1 is the table as it was before
+versions were counted (a file made then reads as 0 and its tables are kept), version 2 adds
+each row's owner (the rows already stored have none: only a server without keys sees them).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from routes.responses.store import (
+    EXPIRED,
+    OVER_LIMIT,
+    Evictions,
+    StoredResponse,
+    StoreLimits,
+    StoreUnavailable,
+    decode,
+    encode,
+    migrate,
+    oldest_to_evict,
+    too_large,
+)
+
+MIGRATIONS = (
+    (
+        """CREATE TABLE IF NOT EXISTS responses (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- the order they were stored in
+            id TEXT NOT NULL UNIQUE,
+            expires REAL NOT NULL,                  -- seconds since the epoch
+            bytes INTEGER NOT NULL,
+            body TEXT NOT NULL                      -- {"response", "input", "transcript"}
+        )""",
+        "CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires)",
+        # The table's count and bytes, kept by triggers: a write never scans the table.
+        """CREATE TABLE IF NOT EXISTS totals (
+            one INTEGER PRIMARY KEY CHECK (one = 1),
+            count INTEGER NOT NULL,
+            bytes INTEGER NOT NULL
+        )""",
+        "INSERT OR IGNORE INTO totals SELECT 1, COUNT(*), COALESCE(SUM(bytes), 0) FROM responses",
+        """CREATE TRIGGER IF NOT EXISTS responses_added AFTER INSERT ON responses BEGIN
+            UPDATE totals SET count = count + 1, bytes = bytes + NEW.bytes;
+        END""",
+        """CREATE TRIGGER IF NOT EXISTS responses_removed AFTER DELETE ON responses BEGIN
+            UPDATE totals SET count = count - 1, bytes = bytes - OLD.bytes;
+        END""",
+    ),
+    ("ALTER TABLE responses ADD COLUMN owner TEXT",),  # the hash of the key that made it
+)
+
+
+class SqliteStore:
+    """The table; every method is a short blocking call (run it off the event loop), safe
+    from any thread. ``clock`` gives seconds since the epoch (a file outlives the process,
+    so its expiry times must be wall-clock times)."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        limits: StoreLimits,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = path
+        self.limits = limits
+        self.evictions = Evictions()
+        self._clock = clock
+        self._lock = threading.Lock()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit; each change is one explicit transaction. A file waits for another
+        # process's write (WAL: readers never wait).
+        self._db = sqlite3.connect(
+            ":memory:" if path is None else str(path),
+            timeout=10.0,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        if path is not None:
+            # WAL: readers never wait for a writer. NORMAL: a write is not synced to the disk
+            # at each commit (a power cut may lose the last few; the file stays whole).
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        with self._transaction() as db:  # one process migrates; the others wait, then see it
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+            where = f"GENAI_RESPONSES_DB={path}" if path else "the in-memory store"
+            migrate(
+                where,
+                version,
+                MIGRATIONS,
+                db.execute,
+                lambda v: db.execute(f"PRAGMA user_version = {int(v)}"),
+            )
+
+    def put(self, stored: StoredResponse) -> bool:
+        body, size = encode(stored)
+        limits = self.limits
+        if too_large(stored, size, limits):
+            return False
+        now = self._clock()
+        with self._transaction() as db:
+            expired = db.execute("DELETE FROM responses WHERE expires <= ?", (now,)).rowcount
+            # (Not INSERT OR REPLACE: a replaced row would not fire the delete trigger.)
+            db.execute("DELETE FROM responses WHERE id = ?", (stored.id,))
+            db.execute(
+                "INSERT INTO responses (id, owner, expires, bytes, body) VALUES (?, ?, ?, ?, ?)",
+                (stored.id, stored.owner, now + limits.ttl, size, body),
+            )
+            count, total = db.execute("SELECT count, bytes FROM totals").fetchone()
+            evicted = 0
+            if count > limits.max_responses or total > limits.max_bytes:
+                # The oldest go until both bounds hold (the newest, just stored, always fits).
+                oldest = db.execute("SELECT seq, bytes FROM responses ORDER BY seq")
+                last = oldest_to_evict(count, total, limits, oldest)
+                oldest.close()
+                evicted = db.execute("DELETE FROM responses WHERE seq <= ?", (last,)).rowcount
+        self.evictions.add(EXPIRED, expired)
+        self.evictions.add(OVER_LIMIT, evicted)
+        return True
+
+    def get(self, response_id: str, owner: str | None = None) -> StoredResponse | None:
+        with self._lock, _unavailable():
+            row = self._db.execute(
+                "SELECT body FROM responses WHERE id = ? AND owner IS ? AND expires > ?",
+                (response_id, owner, self._clock()),
+            ).fetchone()
+        return None if row is None else decode(response_id, row[0], owner)
+
+    def delete(self, response_id: str, owner: str | None = None) -> bool:
+        with self._transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM responses WHERE id = ? AND owner IS ? AND expires > ?",
+                (response_id, owner, self._clock()),
+            )
+            return cursor.rowcount > 0
+
+    def usage(self) -> tuple[int, int] | None:
+        try:
+            with self._lock:
+                count, size = self._db.execute("SELECT count, bytes FROM totals").fetchone()
+        except sqlite3.Error:
+            return None
+        return int(count), int(size)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, under the lock (a file's other processes wait for it)."""
+        with self._lock, _unavailable():
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+
+@contextmanager
+def _unavailable() -> Iterator[None]:
+    """A file locked past the timeout, or unreadable, is the store being unavailable."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        raise StoreUnavailable(f"The stored responses cannot be read now: {exc}.") from None

@@ -1,0 +1,130 @@
+"""The inference gateway's gauges on /metrics (vLLM's names), over the real app and demo model:
+running and waiting sequences, KV-cache use while a sequence runs, the KV block config, and the
+LoRA adapters requests use; /health and /v1/health beside /healthz."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from backends.types import KV_BLOCK_TOKENS
+from tests.app.test_adapters import models_file
+from tests.conftest import make_client, wait_ready
+
+pytestmark = pytest.mark.model
+
+LONG = {
+    "messages": [{"role": "user", "content": "hello"}],
+    "max_tokens": 1900,
+    "min_tokens": 1900,  # runs until it is cancelled
+    "stream": True,
+}
+
+
+def gauges(client: TestClient) -> dict[str, list[tuple[dict[str, str], float]]]:
+    text = client.get("/metrics").text
+    return {
+        family.name: [(s.labels, s.value) for s in family.samples]
+        for family in text_string_to_metric_families(text)
+        if family.name.startswith("vllm:")
+    }
+
+
+def value(client: TestClient, name: str) -> float:
+    [(labels, found)] = gauges(client)[name]
+    assert labels == {}
+    return found
+
+
+def both(client: TestClient) -> tuple[float, float]:
+    """Running and waiting, from one scrape."""
+    found = gauges(client)
+    return found["vllm:num_requests_running"][0][1], found["vllm:num_requests_waiting"][0][1]
+
+
+def until(check: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@contextmanager
+def running(client: TestClient, bodies: list[dict[str, Any]]) -> Iterator[None]:
+    """Streams ``bodies`` on threads while the block runs, then cancels them (admin)."""
+    threads = [
+        threading.Thread(target=lambda b=b: client.post("/v1/chat/completions", json=b))
+        for b in bodies
+    ]
+    for t in threads:
+        t.start()
+    try:
+        yield
+    finally:
+        until(lambda: len(client.get("/admin/requests").json()["data"]) == len(bodies))
+        for entry in client.get("/admin/requests").json()["data"]:
+            client.post(f"/admin/requests/{entry['id']}/cancel")
+        for t in threads:
+            t.join(30)
+
+
+def test_idle_gauges_and_the_block_config() -> None:
+    with make_client(max_concurrency=4) as client:
+        wait_ready(client)
+        found = gauges(client)
+        assert found["vllm:num_requests_running"] == [({}, 0.0)]
+        assert found["vllm:num_requests_waiting"] == [({}, 0.0)]
+        assert found["vllm:kv_cache_usage_perc"] == [({}, 0.0)]
+        [(config, one)] = found["vllm:cache_config_info"]
+        # batch: 4 rows of the model's whole context (the KV budget holds them)
+        context = client.get("/v1/models").json()["data"][0]["max_model_len"]
+        assert config == {
+            "block_size": str(KV_BLOCK_TOKENS),
+            "num_gpu_blocks": str(4 * context // KV_BLOCK_TOKENS),
+        }
+        assert one == 1.0
+        assert "vllm:lora_requests_info" not in found
+        for path in ("/health", "/v1/health"):
+            assert client.get(path).json() == client.get("/healthz").json()
+
+
+@pytest.mark.parametrize("scheduler", ["batch", "generator", "engine"])
+def test_a_running_and_a_waiting_sequence_and_the_kv_they_hold(scheduler: str) -> None:
+    with make_client(max_concurrency=1, admin=True, scheduler=scheduler) as client:
+        wait_ready(client)
+        with running(client, [LONG, LONG]):
+            until(lambda: both(client) == (1, 1))
+            context = client.get("/v1/models").json()["data"][0]["max_model_len"]
+            used = value(client, "vllm:kv_cache_usage_perc")
+            # One row of one: the tokens it holds (prompt and output so far) of its capacity.
+            assert 0 < used * context < 1900 + 64
+            until(lambda: value(client, "vllm:kv_cache_usage_perc") > used)  # it grows
+        until(lambda: value(client, "vllm:num_requests_running") == 0)
+        assert value(client, "vllm:kv_cache_usage_perc") == 0.0
+
+
+def test_lora_info_names_the_adapters_in_use(tmp_path: Path) -> None:
+    path = models_file(tmp_path)  # two adapters on the generator strategy
+    with make_client(models_file=path, max_concurrency=1, admin=True) as client:
+        wait_ready(client)
+        [(idle, _)] = gauges(client)["vllm:lora_requests_info"]
+        assert idle == {"running_lora_adapters": "", "waiting_lora_adapters": "", "max_lora": "2"}
+        bodies = [{**LONG, "model": "pirate"}, {**LONG, "model": "poet"}]
+        with running(client, bodies):
+            until(lambda: both(client) == (1, 1))
+            [(labels, when)] = gauges(client)["vllm:lora_requests_info"]
+            assert {labels["running_lora_adapters"], labels["waiting_lora_adapters"]} == {
+                "pirate",
+                "poet",
+            }
+            assert labels["max_lora"] == "2"
+            assert abs(when - time.time()) < 60  # a wall-clock time
+            assert value(client, "vllm:kv_cache_usage_perc") > 0  # the generator's count

@@ -1,0 +1,136 @@
+"""The stored responses' layouts are versioned: a SQLite file made before versions (and owners)
+is migrated and keeps its rows, replicas that start at once on one new PostgreSQL database
+migrate it once, a version newer than the server knows stops it with a clear message, and a
+database out of reach is a clear error (at start-up, and later as 503s and a missing gauge)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from backends.errors import StartupError
+from bench.server import free_port
+from routes.responses.postgres_store import PostgresStore
+from routes.responses.sqlite_store import MIGRATIONS, SqliteStore
+from routes.responses.state import open_store
+from routes.responses.store import StoredResponse, StoreLimits, StoreUnavailable, UnknownSchema
+from schemas.settings import ServerSettings
+from tests.postgres import PostgresServer
+
+LIMITS = StoreLimits(100, 1 << 20, 60.0)
+# The table as the server made it before its layout had versions (commit 2e1ce19).
+BEFORE_VERSIONS = """
+CREATE TABLE responses (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, expires REAL NOT NULL,
+    bytes INTEGER NOT NULL, body TEXT NOT NULL
+);
+CREATE INDEX responses_expiry ON responses (expires);
+CREATE TABLE totals (one INTEGER PRIMARY KEY CHECK (one = 1), count INTEGER NOT NULL,
+    bytes INTEGER NOT NULL);
+INSERT INTO totals VALUES (1, 1, 41);
+CREATE TRIGGER responses_added AFTER INSERT ON responses BEGIN
+    UPDATE totals SET count = count + 1, bytes = bytes + NEW.bytes;
+END;
+CREATE TRIGGER responses_removed AFTER DELETE ON responses BEGIN
+    UPDATE totals SET count = count - 1, bytes = bytes - OLD.bytes;
+END;
+"""
+OLD_BODY = '{"response": {"output": []}, "input": []}'  # 41 bytes
+
+
+@pytest.mark.unit
+def test_a_file_from_before_versions_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "responses.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(BEFORE_VERSIONS)
+        db.execute("INSERT INTO responses VALUES (1, 'resp_old', 9e12, 41, ?)", (OLD_BODY,))
+        db.execute("UPDATE totals SET count = 1, bytes = 41")  # the trigger counted it again
+    s = SqliteStore(path, LIMITS)
+    assert s.get("resp_old") == StoredResponse("resp_old", {"output": []}, [])
+    assert s.get("resp_old", "sha256:aa") is None, "a row from before owners has none"
+    assert s.usage() == (1, 41)
+    assert s.put(StoredResponse("resp_new", {"output": []}, [], owner="sha256:aa"))
+    assert s.get("resp_new", "sha256:aa") is not None
+    s.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
+
+
+@pytest.mark.unit
+def test_a_newer_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "responses.db"
+    SqliteStore(path, LIMITS).close()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 7")
+    with pytest.raises(UnknownSchema) as refused:
+        SqliteStore(path, LIMITS)
+    message = str(refused.value)
+    assert "schema version 7" in message and f"up to {len(MIGRATIONS)}" in message
+    assert str(path) in message
+
+
+@pytest.mark.unit
+def test_an_unreachable_database_stops_the_start_without_its_password() -> None:
+    url = f"postgresql://genai:hunter2@127.0.0.1:{free_port()}/responses"
+    with pytest.raises(StartupError) as refused:
+        open_store(ServerSettings(responses_db=url))
+    message = str(refused.value)
+    assert message.startswith("Cannot open GENAI_RESPONSES_DB=postgresql://genai@127.0.0.1:")
+    assert "hunter2" not in message
+    assert "refused" in message.lower()
+
+
+@pytest.mark.live
+def test_a_newer_database_is_refused(postgres: PostgresServer) -> None:
+    url = postgres.new_database()
+    PostgresStore(url, LIMITS).close()
+    postgres.sql(url, "UPDATE genai_responses_schema SET version = 9")
+    with pytest.raises(StartupError) as refused:
+        open_store(ServerSettings(responses_db=url))
+    message = str(refused.value)
+    assert "schema version 9" in message and "up to 1" in message
+    assert "GENAI_RESPONSES_DB=postgresql://genai@127.0.0.1:" in message
+
+
+@pytest.mark.live
+def test_replicas_starting_at_once_migrate_once(postgres: PostgresServer) -> None:
+    url = postgres.new_database()
+    opened: list[PostgresStore] = []
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            opened.append(PostgresStore(url, LIMITS))
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures, failures
+    assert postgres.sql(url, "SELECT version FROM genai_responses_schema") == [(1,)]
+    assert opened[0].put(StoredResponse("resp_1", {"output": []}, []))
+    assert all(s.get("resp_1") is not None for s in opened)
+    for s in opened:
+        s.close()
+
+
+@pytest.mark.live
+def test_a_database_gone_is_a_503_and_no_gauge(postgres: PostgresServer) -> None:
+    url = postgres.new_database()
+    s = PostgresStore(url, LIMITS, timeout=1.0)
+    assert s.put(StoredResponse("resp_1", {"output": []}, []))
+    name = url.rsplit("/", 1)[1]
+    postgres.sql(postgres.url(), f"DROP DATABASE {name} WITH (FORCE)")
+    with pytest.raises(StoreUnavailable) as gone:
+        s.get("resp_1")
+    assert gone.value.status_code == 503
+    with pytest.raises(StoreUnavailable):
+        s.put(StoredResponse("resp_2", {"output": []}, []))
+    assert s.usage() is None
+    s.close()
