@@ -19,7 +19,7 @@ Needs the build-time packages in requirements-build.txt (torch, transformers, on
     python scripts/build_model.py --shape demo-chat-256 --seed 1 --window 512 \\
         --copy-steps 3500 --train-steps 4500 --lr 1e-3 --agent-turns 12000 --agent-lines 4,40 \\
         --agent-max-tokens 1024 --agent-tools 28 --copying 0.25 --made-up 0.6 --copy-depth 7 \\
-        --out models/demo-llama
+        --plain 0.3 --plain-steps 800 --plain-lr 2e-4 --out models/demo-llama
     python scripts/build_model.py --shape smollm2-135m --precision int4 --out /tmp/bench
     python scripts/build_model.py --arch gemma2 --out tests/models/gemma2
 """
