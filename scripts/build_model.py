@@ -19,7 +19,7 @@ Needs the build-time packages in requirements-build.txt (torch, transformers, on
     python scripts/build_model.py --shape demo-chat-256 --seed 1 --window 512 \\
         --copy-steps 3500 --train-steps 4500 --lr 1e-3 --agent-turns 12000 --agent-lines 4,40 \\
         --agent-max-tokens 1024 --agent-tools 28 --copying 0.25 --made-up 0.6 --copy-depth 7 \\
-        --out models/demo-llama
+        --plain 0.3 --plain-steps 800 --plain-lr 2e-4 --out models/demo-llama
     python scripts/build_model.py --shape smollm2-135m --precision int4 --out /tmp/bench
     python scripts/build_model.py --arch gemma2 --out tests/models/gemma2
 """
@@ -301,10 +301,13 @@ def build(
 
             if arch != "llama":
                 raise SystemExit("--train-steps trains the demo model only (--window: Mistral)")
+            # KEEP_HF_DIR also keeps the weights before a last (plain) phase, for
+            # scripts/plain_grid.py
+            keep = out / "hf-main" if os.environ.get("KEEP_HF_DIR") else None
             record = make_trained_hf_folder(
                 hf_dir, SHAPES[shape] | ({"max_position_embeddings": context} if context else {}),
                 template, SPECIAL_TOKENS,
-                seed=seed, steps=train_steps, **mix,
+                seed=seed, steps=train_steps, keep_main=keep, **mix,
             )  # fmt: skip
         else:
             make_hf_folder(hf_dir, shape, seed, init_range, arch)
@@ -323,7 +326,7 @@ def build(
         if os.environ.get("KEEP_HF_DIR"):
             shutil.copytree(hf_dir, out / "hf", dirs_exist_ok=True)
     if record is not None:
-        from scripts.train_demo import check
+        from scripts.demo_check import check
 
         record["check"] = check(out, template, seed)
         text = json.dumps(record, indent=1)
@@ -335,6 +338,7 @@ def build(
 RECIPE = (
     "lr", "copying", "copy_steps", "chat_turns", "agent_turns", "batch_tokens", "window",
     "agent_lines", "agent_max_tokens", "copy_depth", "agent_tools", "made_up", "context",
+    "plain", "plain_steps", "plain_lr", "plain_mlp_only",
 )  # fmt: skip
 
 
@@ -441,7 +445,35 @@ def main() -> None:
     ap.add_argument(
         "--context", type=int, default=0, help="the context length (default: the shape's)"
     )
+    ap.add_argument(
+        "--plain",
+        type=float,
+        default=0.0,
+        help="this share of the training examples are plain texts (no template, loss on all their"
+        " tokens, the end token after some sentences), so that the model continues a plain"
+        " prompt instead of ending it at once",
+    )
+    ap.add_argument(
+        "--plain-steps",
+        type=int,
+        default=0,
+        help="train on the plain texts in a last phase of this many steps, beside the main"
+        " phase's turns (default: among the main phase's turns)",
+    )
+    ap.add_argument(
+        "--plain-lr", type=float, default=None, help="the last phase's peak learning rate (--lr)"
+    )
+    ap.add_argument(
+        "--plain-mlp-only",
+        action="store_true",
+        help="the last phase trains the last layer's MLP alone: the attention (the copying) and"
+        " the embeddings stay as the main phase left them",
+    )
     args = ap.parse_args()
+    # On a shared machine, torch's OpenMP threads spinning at each op's barrier wait for a
+    # partner the scheduler has put aside; sleeping waits give the same numbers, and were ten
+    # times faster under other jobs' load (docs/development.md). Set before torch loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     mix = {name: getattr(args, name) for name in RECIPE}
     build(
         args.shape, args.precision, args.out, args.seed, args.init_range, args.arch,

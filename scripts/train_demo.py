@@ -17,14 +17,15 @@ from typing import Any
 
 from scripts.agent_corpus import agent_corpus, copy_corpus
 from scripts.demo_corpus import corpus
+from scripts.plain_corpus import PLAIN_PROMPTS, plain_corpus
 
 TRAIN_CONVERSATIONS = 12000
 AGENT_CONVERSATIONS = 0  # agent-shaped turns (scripts/agent_corpus.py), PoSE positions
 AGENT_LINES = (4, 16)  # lines of instructions in a training agent turn's system prompt
 AGENT_MAX_TOKENS = 2048
 CONTEXT = 65536  # the positions the agent turns are spread over
-LONG_CHECK_LINES = (150, 1500)  # the check's agent prompts: about 2,000 to 17,000 tokens
 HELD_OUT_SEED_OFFSET = 1_000_003  # the check's prompts come from another stream of the corpus
+PLAIN_SEED_OFFSET = 3  # the plain texts' stream (the agent turns use seed + 1, copies seed + 2)
 MAX_TOKENS = 400  # longer examples (a few long chats) are dropped
 BATCH_TOKENS = 4096  # a batch of long agent turns holds fewer of them (8 chats of 400 fit)
 KEEP_NEAR = 48  # the last prompt tokens before the reply keep consecutive positions
@@ -112,9 +113,11 @@ def train(
     seed: int,
     pad_id: int,
     log_every: int = 50,
+    only: str = "",
 ) -> dict[str, Any]:
-    """Train in place; returns the loss curve: the replies' mean token loss per ``log_every``
-    steps (prompt tokens count too, with weight PROMPT_WEIGHT, but are not in the curve)."""
+    """Train in place (with ``only``, the parameters whose names start with it, the others
+    frozen); returns the loss curve: the replies' mean token loss per ``log_every`` steps
+    (prompt tokens count too, with weight PROMPT_WEIGHT, but are not in the curve)."""
     import torch
 
     torch.manual_seed(seed)
@@ -125,7 +128,10 @@ def train(
     rng = random.Random(seed)
     model.to(DEVICE)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
+    for name, param in model.named_parameters():
+        param.requires_grad_(name.startswith(only))
+    trained = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trained, lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
     warmup = max(1, steps // 20)
 
     def schedule(step: int) -> float:
@@ -169,7 +175,7 @@ def train(
         loss = (nll.detach() * r).sum() / r.sum()  # what is logged: the replies' loss
         opt.zero_grad(set_to_none=True)
         total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trained, 1.0)
         opt.step()
         sched.step()
         window.append(float(loss))
@@ -183,6 +189,7 @@ def train(
             )
     model.to("cpu")
     model.eval()
+    model.requires_grad_(True)
     return {"curve": curve, "seconds": round(time.monotonic() - start, 1)}
 
 
@@ -228,6 +235,79 @@ def held_out(template: str, seed: int, n: int) -> list[tuple[str, str]]:
     return corpus(renderer(template), n, seed + HELD_OUT_SEED_OFFSET)
 
 
+def held_out_of(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``pairs`` themselves, once none contains a plain prompt the tests and the check hold
+    out (``PLAIN_PROMPTS``)."""
+    for prompt, reply in pairs:
+        for held in PLAIN_PROMPTS:
+            if held in prompt or held in reply:
+                raise SystemExit(f"a training text contains the held-out prompt {held!r}")
+    return pairs
+
+
+def training_data(
+    tok: Any,
+    template: str,
+    *,
+    seed: int,
+    chat_turns: int,
+    agent_turns: int,
+    agent_lines: tuple[int, int],
+    agent_max_tokens: int,
+    copying: float,
+    copy_depth: int,
+    agent_tools: int,
+    made_up: float | None,
+    window: int,
+) -> tuple[list[Example], int]:
+    """The main phase's examples (chat turns, then agent turns) and how many are agent turns."""
+    data = encode_pairs(tok, held_out_of(corpus(renderer(template), chat_turns, seed)))
+    agent = agent_corpus(
+        renderer(template), agent_turns, seed + 1, agent_lines, copying, copy_depth, agent_tools,
+        made_up,
+    )  # fmt: skip
+    agent_data = encode_pairs(tok, held_out_of(agent), agent_max_tokens)
+    if not window:  # a sliding window sees no position past its width: nothing to spread
+        agent_data = spread_positions(agent_data, CONTEXT, seed)
+    return data + agent_data, len(agent_data)
+
+
+def plain_data(tok: Any, share: float, beside: int, seed: int) -> list[Example]:
+    """Plain texts (no template, scripts/demo_corpus.py) that make ``share`` of a data set with
+    ``beside`` other examples, each trained on all its tokens (it starts its own reply)."""
+    n = round(beside * share / (1 - share))
+    texts = [("", text) for text in plain_corpus(n, seed + PLAIN_SEED_OFFSET)]
+    return encode_pairs(tok, held_out_of(texts))
+
+
+def plain_phase(
+    model: Any,
+    tok: Any,
+    data: list[Example],
+    *,
+    share: float,
+    steps: int,
+    lr: float,
+    seed: int,
+    batch: int,
+    batch_tokens: int,
+    mlp_only: bool = False,
+) -> dict[str, Any]:
+    """The last phase: ``steps`` more steps on the main phase's ``data`` with plain texts as
+    ``share`` of it, at peak learning rate ``lr`` (warm-up then cosine, fresh AdamW); with
+    ``mlp_only``, of the last layer's MLP alone: the attention (the copying) and the embeddings
+    stay as the main phase left them. Returns the run (curve, seconds) and how many plain texts
+    it had."""
+    plain = plain_data(tok, share, len(data), seed)
+    print(f"plain phase: {len(plain):,} plain texts beside {len(data):,} turns", flush=True)
+    only = f"model.layers.{model.config.num_hidden_layers - 1}.mlp." if mlp_only else ""
+    run = train(
+        model, data + plain, steps=steps, batch=batch, lr=lr, seed=seed,
+        pad_id=tok.pad_token_id, batch_tokens=batch_tokens, only=only,
+    )  # fmt: skip
+    return {**run, "texts": len(plain)}
+
+
 def make_trained_hf_folder(
     hf_dir: Path,
     params: dict[str, int],
@@ -249,10 +329,20 @@ def make_trained_hf_folder(
     copy_depth: int = 5,
     agent_tools: int = 2,
     made_up: float | None = None,
+    plain: float = 0.0,
+    plain_steps: int = 0,
+    plain_lr: float | None = None,
+    plain_mlp_only: bool = False,
+    keep_main: Path | None = None,
 ) -> dict[str, Any]:
     """Tokenizer, model and training: the builder's input in ``hf_dir``. Returns the record of
     the run (seed, steps, loss curve, seconds). ``chat_turns`` of the chat corpus, plus
-    ``agent_turns`` agent-shaped ones (long system prompts, PoSE positions) when not 0."""
+    ``agent_turns`` agent-shaped ones (long system prompts, PoSE positions) when not 0. With
+    ``plain``, that share of plain texts: in a last phase of ``plain_steps`` steps at
+    ``plain_lr`` (default ``lr``) beside the main phase's turns, training only the last layer's
+    MLP with ``plain_mlp_only``, or without ``plain_steps`` among the main phase's turns.
+    ``keep_main``: where to save the weights before the last phase too (scripts/plain_grid.py
+    tries other last phases on them)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -262,17 +352,16 @@ def make_trained_hf_folder(
         template, params["vocab_size"], seed, hf_dir, special, agent=agent_turns > 0
     )
     tok = AutoTokenizer.from_pretrained(hf_dir)
-    data = encode_pairs(tok, corpus(renderer(template), chat_turns, seed))
-    agent = agent_corpus(
-        renderer(template), agent_turns, seed + 1, agent_lines, copying, copy_depth, agent_tools,
-        made_up,
+    data, agent_count = training_data(
+        tok, template, seed=seed, chat_turns=chat_turns, agent_turns=agent_turns,
+        agent_lines=agent_lines, agent_max_tokens=agent_max_tokens, copying=copying,
+        copy_depth=copy_depth, agent_tools=agent_tools, made_up=made_up, window=window,
     )  # fmt: skip
-    agent_data = encode_pairs(tok, agent, agent_max_tokens)
-    if not window:  # a sliding window sees no position past its width: nothing to spread
-        agent_data = spread_positions(agent_data, CONTEXT, seed)
-    data += agent_data
+    mixed = plain_data(tok, plain, len(data), seed) if plain and not plain_steps else []
+    data += mixed
     torch.manual_seed(seed)
-    common = {
+    sizes: dict[str, Any] = {**params, "vocab_size": len(tok)}
+    common: dict[str, Any] = {
         "tie_word_embeddings": True,
         "rms_norm_eps": 1e-5,
         "rope_theta": 10000.0,
@@ -285,23 +374,24 @@ def make_trained_hf_folder(
 
         from scripts.build_model import arch_config_kwargs
 
-        mistral = arch_config_kwargs("mistral", params) | {"sliding_window": window}
-        config = MistralConfig(**{**params, "vocab_size": len(tok)}, **common, **mistral)
-        model = MistralForCausalLM(config)
+        mistral: dict[str, Any] = arch_config_kwargs("mistral", params) | {"sliding_window": window}
+        model: Any = MistralForCausalLM(MistralConfig(**sizes, **common, **mistral))
     else:
-        model = LlamaForCausalLM(LlamaConfig(**{**params, "vocab_size": len(tok)}, **common))
+        model = LlamaForCausalLM(LlamaConfig(**sizes, **common))
     print(
         f"training: {sum(p.numel() for p in model.parameters()):,} parameters, "
-        f"{len(data):,} conversations ({len(agent_data):,} agent turns), {steps} steps of "
-        f"at most {batch} turns and {batch_tokens} tokens, seed {seed}",
+        f"{len(data):,} conversations ({agent_count:,} agent turns, {len(mixed):,} plain texts), "
+        f"{steps} steps of at most {batch} turns and {batch_tokens} tokens, seed {seed}",
         flush=True,
     )
     copy_run = None
     if copy_steps:  # copying first: it does not form among the other turns in minutes
         copies = encode_pairs(
             tok,
-            copy_corpus(
-                renderer(template), copy_steps * 4, seed + 2, copy_depth, made_up is not None
+            held_out_of(
+                copy_corpus(
+                    renderer(template), copy_steps * 4, seed + 2, copy_depth, made_up is not None
+                )
             ),
         )
         print(f"copy phase: {len(copies):,} copy turns, {copy_steps} steps of 16", flush=True)
@@ -313,6 +403,15 @@ def make_trained_hf_folder(
         model, data, steps=steps, batch=batch, lr=lr, seed=seed, pad_id=tok.pad_token_id,
         batch_tokens=batch_tokens,
     )  # fmt: skip
+    last = None
+    if plain and plain_steps:
+        if keep_main is not None:
+            model.save_pretrained(keep_main)
+            tok.save_pretrained(keep_main)
+        last = plain_phase(
+            model, tok, data, share=plain, steps=plain_steps, lr=plain_lr or lr, seed=seed,
+            batch=batch, batch_tokens=batch_tokens, mlp_only=plain_mlp_only,
+        )  # fmt: skip
     model.save_pretrained(hf_dir)
     tok.save_pretrained(hf_dir)
     return {
@@ -321,7 +420,7 @@ def make_trained_hf_folder(
         "batch": batch,
         "lr": lr,
         "conversations": len(data),
-        "agent_turns": len(agent_data),
+        "agent_turns": agent_count,
         "batch_tokens": batch_tokens,
         "window": window,
         "agent_lines": list(agent_lines),
@@ -331,81 +430,17 @@ def make_trained_hf_folder(
         "copy_depth": copy_depth,
         "agent_tools": agent_tools,
         "made_up": made_up,
+        "plain": plain,
+        "plain_texts": last["texts"] if last else len(mixed),
+        "plain_steps": plain_steps,
+        "plain_lr": (plain_lr or lr) if last else None,
+        "plain_mlp_only": plain_mlp_only,
         "context": params["max_position_embeddings"],
         "copy_curve": copy_run["curve"] if copy_run else None,
         "train_seconds": run["seconds"],
         "total_seconds": round(time.monotonic() - started, 1),
         "loss_curve": run["curve"],
-        "final_loss": run["curve"][-1][1],
+        "plain_curve": last["curve"] if last else None,
+        "plain_seconds": last["seconds"] if last else None,
+        "final_loss": (last or run)["curve"][-1][1],
     }
-
-
-def check(folder: Path, template: str, seed: int, n: int = 200, long: int = 12) -> dict[str, Any]:
-    """The exported model, greedy through og.Generator, on held-out turns: ``n`` of the chat
-    corpus and ``long`` agent turns with long system prompts (thousands of tokens, at their real
-    positions). How many replies end with the end-of-turn token; of the turns that ask for a
-    tool, how many replies are a parseable call, name the expected tool, and are exactly the
-    expected call."""
-    import onnxruntime_genai as og
-
-    model = og.Model(str(folder))
-    rng = random.Random(seed + HELD_OUT_SEED_OFFSET)
-    agent = [
-        agent_corpus(renderer(template), 1, rng.randrange(1 << 30), LONG_CHECK_LINES)[0]
-        for _ in range(long)
-    ]
-    config = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
-    window = int((config.get("sliding_window") or {}).get("window_size", 0))
-    return {
-        **_score(model, held_out(template, seed, n), window),
-        "agent_long": _score(model, agent, window),
-    }
-
-
-def _score(model: Any, pairs: list[tuple[str, str]], window: int = 0) -> dict[str, Any]:
-    """(A sliding-window model's KV cache must hold at least its window.)"""
-    import onnxruntime_genai as og
-
-    tok = og.Tokenizer(model)
-    eos = 2  # <|im_end|>
-    ended = calls = calls_ok = exact = parsed = named = 0
-    lengths = []
-    for prompt, want in pairs:
-        ids = tok.encode(prompt)
-        lengths.append(len(ids))
-        params = og.GeneratorParams(model)
-        params.set_search_options(do_sample=False, max_length=max(len(ids) + 96, window))
-        gen = og.Generator(model, params)
-        gen.append_tokens(ids)
-        out: list[int] = []
-        while not gen.is_done():
-            gen.generate_next_token()
-            out.append(int(gen.get_next_tokens()[0]))
-        ended += out[-1] == eos
-        text = tok.decode([t for t in out if t != eos])
-        exact += text + "<|im_end|>" == want
-        if want.startswith("<tool_call>"):
-            calls += 1
-            call, expected = _call(text), _call(want.removesuffix("<|im_end|>"))
-            parsed += isinstance(call, dict) and isinstance(call.get("arguments"), dict)
-            named += isinstance(call, dict) and call.get("name") == expected["name"]
-            calls_ok += call == expected
-    return {
-        "held_out": len(pairs),
-        "prompt_tokens": [min(lengths), max(lengths)],
-        "ended": ended,
-        "exact": exact,
-        "calls": calls,
-        "calls_parsed": parsed,
-        "calls_named": named,
-        "calls_right": calls_ok,
-    }
-
-
-def _call(text: str) -> Any:
-    """The JSON object of a ``<tool_call>`` block, or None."""
-    inner = text.strip().removeprefix("<tool_call>").removesuffix("</tool_call>")
-    try:
-        return json.loads(inner)
-    except ValueError:
-        return None
