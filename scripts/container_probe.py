@@ -214,6 +214,19 @@ def is_error_shape(reply: Reply, path: str) -> bool:
     return isinstance(error, dict) and isinstance(error.get("message"), str)
 
 
+def admin_off(reply: Reply) -> bool:
+    """The admin routes' documented refusal while they are off (no GENAI_API_KEY, no
+    GENAI_ADMIN): a 403 in the error shape, code ``admin_disabled``. The route is there, and
+    says why it does not serve."""
+    if reply.status != 403:
+        return False
+    try:
+        error = reply.json().get("error")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(error, dict) and error.get("code") == "admin_disabled"
+
+
 class Report:
     def __init__(self) -> None:
         self.failures = 0
@@ -242,6 +255,9 @@ def probe_door(server: Server, report: Report, path: str, door: Door, model: str
             report(False, what, f"no answer: {exc}")
             continue
         took = f"{(time.perf_counter() - started) * 1000:.0f} ms"
+        if admin_off(reply):
+            report(True, what, "403 admin_disabled (the admin routes are off)")
+            return
         if reply.status != 200:
             report(False, what, f"{reply.status}: {reply.body[:300]!r}")
         elif stream != reply.streamed:
@@ -283,6 +299,7 @@ def probe_routes(server: Server, page: bool) -> int:
                 concrete = _fill(concrete, "no-such-id")
                 reply = server.call("GET", concrete)
                 ok = reply.status == 200 or (concrete != path and reply.status == 404)
+                ok = ok or admin_off(reply)
                 report(ok, f"GET {concrete}", f"{reply.status} {reply.content_type}")
             elif method == "POST" and path in DOORS:
                 probe_door(server, report, path, DOORS[path], model)
