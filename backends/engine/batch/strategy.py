@@ -294,13 +294,12 @@ class BatchStrategy:
             for seq, draft in drafts:
                 self._guarded([seq], lambda seqs, draft=draft: self._verify(seqs[0], draft))
 
-        plan = None  # overlap, or how many prompt tokens to read in this step
-        if newcomer is not None and self.overlap and decoding and self.policy is not None:
-            plan = self.policy.plan(len(newcomer.pending))
-        if newcomer is not None and self.overlap and decoding and plan is None:
-            self._guarded([newcomer], self._launch)
-        elif newcomer is not None and plan is not None:
-            self._guarded([newcomer], lambda seqs, n=plan: self._prefill(seqs, n))
+        if newcomer is not None and self.overlap and decoding:
+            plan = None if self.policy is None else self.policy.plan(len(newcomer.pending))
+            if plan is None:  # beside the decode steps
+                self._guarded([newcomer], self._launch)
+            else:  # in this step, as many tokens as the prefill policy lets the rows wait for
+                self._guarded([newcomer], lambda seqs, n=plan: self._prefill(seqs, n))
         elif newcomer is not None:
             chunk = self._chunk_budget(len(decoding))
             beside = decode if decoding and self.step_tokens > 0 else None
