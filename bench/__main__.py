@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.models import ROOT
+from bench.harness.model_cache import ROOT
 
 
 def _floats(s: str) -> list[float]:
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.cmd == "run":
-        from bench.run import RunConfig, run
+        from bench.benchmarks.run import RunConfig, run
 
         cfg = RunConfig.smoke_config() if args.smoke else RunConfig(shape=args.shape)
         for name in ("reps", "prompt_tokens", "new_tokens", "concurrency", "rates", "histories"):
@@ -272,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "agents":
-        from bench.agents import OURS, AgentConfig
-        from bench.agents import run as run_agents
+        from bench.benchmarks.agents import OURS, AgentConfig
+        from bench.benchmarks.agents import run as run_agents
 
         stamp = time.strftime("%Y%m%d-%H%M%S")
         out = args.out or ROOT / "bench" / "results" / f"agents-{stamp}"
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "budget":
-        from bench.step_budget import run_budget
+        from bench.benchmarks.budget import run_budget
 
         arms = {f"step={v}": {"GENAI_STEP_TOKENS": str(v)} for v in args.values}
         for variant in args.variant:
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "spec":
-        from bench.spec import default_arms, parse_arm, run_spec
+        from bench.benchmarks.spec import default_arms, parse_arm, run_spec
 
         arms = [parse_arm(a) for a in args.arm] or default_arms(args.llama_server is not None)
         print(
@@ -335,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "embed":
-        from bench.embed import EmbedConfig
-        from bench.embed import run as run_embed
+        from bench.benchmarks.embed import EmbedConfig
+        from bench.benchmarks.embed import run as run_embed
 
         ecfg = EmbedConfig.smoke_config() if args.smoke else EmbedConfig()
         for name in ("model", "concurrency", "requests", "threads", "rounds", "out"):
@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "report":
-        from bench import report
+        from bench.reports import run as report
 
         results = json.loads((args.folder / "results.json").read_text())
         results["ratios"] = report.ratios(results)
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "profile":
-        from bench.profile import profile
+        from bench.probes.profile import profile
 
         env = dict(item.split("=", 1) for item in args.env)
         print(profile(args.shape, args.seconds, args.out, env, args.protocol).read_text())
@@ -366,34 +366,34 @@ def main(argv: list[str] | None = None) -> int:
         return _prefill(args)
 
     if args.cmd == "models":
-        from bench.model_costs import report
-        from bench.models import ensure_models
+        from bench.benchmarks.model_costs import report
+        from bench.harness.model_cache import ensure_models
 
         print(report(ensure_models("smollm2-135m")["int4"]))
         return 0
 
     if args.cmd == "images":
-        from bench.images import images
+        from bench.benchmarks.images import images
 
         print(images(args.reps, args.size))
         return 0
 
     if args.cmd == "transcribe":
-        from bench.transcribe import main as transcribe
+        from bench.benchmarks.transcribe import main as transcribe
 
         print(transcribe(args.shape, args.seconds, args.reps))
         return 0
 
     if args.cmd == "overlap":
-        from bench.models import ensure_models
-        from bench.overlap import overlap
+        from bench.benchmarks.overlap import overlap
+        from bench.harness.model_cache import ensure_models
 
         print(overlap(ensure_models("smollm2-135m")["int4"], args.threads, args.prompt))
         return 0
 
     if args.cmd == "steps":
-        from bench.models import DEMO, ensure_models
-        from bench.steps import steps
+        from bench.benchmarks.steps import steps
+        from bench.harness.model_cache import DEMO, ensure_models
 
         if args.model:
             folders = args.model
@@ -404,8 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         print(steps(folders, args.rows, args.threads, verify=args.verify))
         return 0
 
-    from bench.loadgen import Client, RequestSpec, run_load
-    from bench.prompts import words
+    from bench.harness.loadgen import Client, RequestSpec, run_load
+    from bench.harness.prompts import words
 
     client = Client(args.url.rstrip("/"), protocol=args.protocol, model=args.model)
     if args.ignore_eos:
@@ -446,21 +446,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _prefill(args: argparse.Namespace) -> int:
-    from bench.prefill import PrefillConfig
-    from bench.prefill import run as run_prefill
-    from bench.raw import usable_cpus
+    from bench.benchmarks.prefill import PrefillConfig
+    from bench.benchmarks.prefill import run as run_prefill
+    from bench.peers.raw import usable_cpus
 
     cfg = PrefillConfig.smoke_config() if args.smoke else PrefillConfig(shape=args.shape)
     for name in ("lengths", "rounds", "threads", "model", "out"):
         if getattr(args, name) is not None:
             setattr(cfg, name, getattr(args, name))
     if args.profile:
-        from bench.prefill_profile import profile, table
+        from bench.probes.prefill_profile import profile, table
 
         threads = cfg.threads or usable_cpus()
         print(table(profile(args.profile, cfg.lengths[0], threads), [f.name for f in args.profile]))
         return 0
-    from bench.prefill import parse_session
+    from bench.benchmarks.prefill import parse_session
 
     cfg.llama = cfg.llama and not args.no_llama
     cfg.server = not args.no_server

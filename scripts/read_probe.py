@@ -92,7 +92,7 @@ def serving(app: Any) -> Iterator[str]:
     import httpx
     import uvicorn
 
-    from bench.server import free_port
+    from bench.harness.server import free_port
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))

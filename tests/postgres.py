@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from bench.server import free_port
+from bench.harness.server import free_port
 
 USER = "genai"  # the cluster's superuser (trusted on loopback: a throwaway server)
 

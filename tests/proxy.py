@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.server import free_port
+from bench.harness.server import free_port
 
 CONFIG = """
 daemon off;

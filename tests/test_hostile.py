@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.hostile_rss import ordinary, rss_mib, six_models
-from bench.server import ServerProcess
+from bench.harness.server import ServerProcess
+from bench.probes.hostile_rss import ordinary, rss_mib, six_models
 from tests.hostile_probes import Probe, all_probes, message_of
 
 pytestmark = pytest.mark.live

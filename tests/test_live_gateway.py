@@ -12,7 +12,7 @@ import httpx
 import msgpack
 import pytest
 
-from bench.server import free_port, live_server
+from bench.harness.server import free_port, live_server
 from tests.kv_subscriber import Subscriber
 from tests.test_startup import assert_clean_failure, run_main
 

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from bench.server import ServerProcess, live_server
+from bench.harness.server import ServerProcess, live_server
 from tests.conftest import metric
 
 pytestmark = pytest.mark.live

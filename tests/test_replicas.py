@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.server import ServerProcess
+from bench.harness.server import ServerProcess
 from tests import proxy
 from tests.conftest import metric
 from tests.postgres import PostgresServer

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.server import free_port
+from bench.harness.server import free_port
 from tests.image_recipe import ROOT, build_context, read_recipe
 from tests.test_pins import pin, requirements
 

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from bench.server import ServerProcess, live_server
+from bench.harness.server import ServerProcess, live_server
 from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
 
 pytestmark = [pytest.mark.live, pytest.mark.fuzz]

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.server import ROOT, clean_env, live_server
+from bench.harness.server import ROOT, clean_env, live_server
 from routes.responses.postgres_store import PostgresStore
 from routes.responses.store import StoreLimits
 from schemas.settings import env_names

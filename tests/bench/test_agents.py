@@ -11,8 +11,16 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.agents import OURS, PEER, AgentConfig, Workload, ratios, run_workload, summarize
-from bench.loadgen import Client
+from bench.benchmarks.agents import (
+    OURS,
+    PEER,
+    AgentConfig,
+    Workload,
+    ratios,
+    run_workload,
+    summarize,
+)
+from bench.harness.loadgen import Client
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from bench.loadgen import Client
+from bench.harness.loadgen import Client
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.onnx_gguf import permute, rope_base
+from bench.peers.onnx_gguf import permute, rope_base
 from schemas.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
@@ -31,7 +31,7 @@ def test_rows_go_from_rotary_halves_to_interleaved_pairs_per_head() -> None:
 def test_the_demo_model_becomes_a_llama_gguf(tmp_path: Path) -> None:
     gguf = pytest.importorskip("gguf", reason="gguf is a benchmark package")
     pytest.importorskip("onnx", reason="onnx is a build package")
-    from bench.onnx_gguf import write_gguf
+    from bench.peers.onnx_gguf import write_gguf
 
     out = write_gguf(REPO_ROOT / "tests" / "models" / "demo-fp32", tmp_path / "demo.gguf")
     reader = gguf.GGUFReader(str(out))

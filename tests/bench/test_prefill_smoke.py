@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.prefill import table
+from bench.benchmarks.prefill import table
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEMO = ROOT / "models" / "demo-llama"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bench.spec import LLAMA_COUNTERS, OURS_COUNTERS, counters, parse_arm, render_table
-from bench.spec_workloads import WORKLOADS, ask, copied_fraction, source_file
+from bench.benchmarks.spec import LLAMA_COUNTERS, OURS_COUNTERS, counters, parse_arm, render_table
+from bench.benchmarks.spec_workloads import WORKLOADS, ask, copied_fraction, source_file
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.server import ServerProcess, live_server
+from bench.harness.server import ServerProcess, live_server
 from tests.conftest import metric
 
 pytestmark = [pytest.mark.live, pytest.mark.browser]

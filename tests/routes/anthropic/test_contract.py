@@ -10,7 +10,7 @@ import pytest
 from anthropic import Anthropic
 from anthropic.types import MessageParam, TextBlock, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
-from bench.server import live_server
+from bench.harness.server import live_server
 from tests.conftest import DEMO_CONTEXT
 
 pytestmark = pytest.mark.live

@@ -16,7 +16,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from bench.server import live_server
+from bench.harness.server import live_server
 from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
 
 pytestmark = pytest.mark.live

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from bench.server import ServerProcess, live_server
+from bench.harness.server import ServerProcess, live_server
 
 pytestmark = pytest.mark.live
 

@@ -16,7 +16,7 @@ import httpx
 import ollama
 import pytest
 
-from bench.server import ServerProcess, live_server
+from bench.harness.server import ServerProcess, live_server
 from tests.conftest import DEMO_CONTEXT, metric
 
 pytestmark = pytest.mark.live

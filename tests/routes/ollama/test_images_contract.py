@@ -6,7 +6,7 @@ from __future__ import annotations
 import ollama
 import pytest
 
-from bench.server import live_server
+from bench.harness.server import live_server
 from tests.routes.ollama.test_images import ASK, ONE, VISION, N, oracle_text
 
 pytestmark = pytest.mark.live

@@ -15,7 +15,7 @@ from openai.types.chat import (
     ChatCompletionToolParam,
 )
 
-from bench.server import live_server
+from bench.harness.server import live_server
 from tests.conftest import DEMO_CONTEXT
 
 pytestmark = pytest.mark.live

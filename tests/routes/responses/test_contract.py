@@ -25,7 +25,7 @@ from openai.types.responses import (
 )
 from pydantic import BaseModel
 
-from bench.server import live_server
+from bench.harness.server import live_server
 
 pytestmark = pytest.mark.live
 

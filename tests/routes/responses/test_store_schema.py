@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from backends.errors import StartupError
-from bench.server import free_port
+from bench.harness.server import free_port
 from routes.responses.postgres_store import PostgresStore
 from routes.responses.sqlite_store import MIGRATIONS, SqliteStore
 from routes.responses.state import open_store

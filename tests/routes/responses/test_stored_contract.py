@@ -11,7 +11,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from bench.server import live_server
+from bench.harness.server import live_server
 
 pytestmark = pytest.mark.live
 

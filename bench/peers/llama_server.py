@@ -29,8 +29,8 @@ from typing import Any
 
 import httpx
 
-from bench.models import CACHE
-from bench.server import ServerProcess
+from bench.harness.model_cache import CACHE
+from bench.harness.server import ServerProcess
 
 LLAMA_PKG = "llama-cpp-python"
 SDIST = CACHE / "sdist"

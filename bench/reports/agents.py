@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench.agents import OURS, PEER, TARGETS
+from bench.benchmarks.agents import OURS, PEER, TARGETS
 
 
 def _fmt(value: Any, key: str) -> str:

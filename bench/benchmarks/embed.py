@@ -30,10 +30,10 @@ from typing import Any
 
 import httpx
 
-from bench.machine import describe
-from bench.models import ROOT
-from bench.prompts import words
-from bench.server import live_server
+from bench.harness.machine import describe
+from bench.harness.model_cache import ROOT
+from bench.harness.prompts import words
+from bench.harness.server import live_server
 
 CACHE = ROOT / "bench" / ".cache" / "minilm-embedder"
 TINY = ROOT / "tests" / "hub_models" / "st-embedder"
@@ -177,7 +177,7 @@ def _median_of(rounds: list[dict[str, Any]], key: str) -> float:
 def run(cfg: EmbedConfig, log: Any = print) -> dict[str, Any]:
     """Every level: ``rounds`` times ours then sentence-transformers, each with fresh
     sentences, interleaved so that a busy spell on a shared machine hits both arms."""
-    from bench.embed_peer import STPeer
+    from bench.peers.encoder import STPeer
 
     folder = cfg.model or ensure_model(log)
     results: dict[str, Any] = {"meta": describe(), "config": asdict(cfg), "model": str(folder)}

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import machine
-from bench.loadgen import Client, RequestSpec
-from bench.models import DEMO, ROOT, ensure_models
-from bench.prompts import PromptMaker
-from bench.raw import usable_cpus
-from bench.server import ServerProcess, cpu_seconds
+from bench.harness import machine
+from bench.harness.loadgen import Client, RequestSpec
+from bench.harness.model_cache import DEMO, ROOT, ensure_models
+from bench.harness.prompts import PromptMaker
+from bench.harness.server import ServerProcess, cpu_seconds
+from bench.peers.raw import usable_cpus
 
 SERVER = "server"
 SESSION = "onnxruntime session"
@@ -249,7 +249,8 @@ class Prefill:
         self.arms[SERVER] = ask
 
     def _start_llama(self, hf: Path, longest: int) -> None:
-        from bench import llama_server, peers
+        from bench.peers import libraries as peers
+        from bench.peers import llama_server
 
         bins, why = llama_server.ensure_binaries()
         if bins is None:

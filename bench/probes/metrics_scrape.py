@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
-from bench.loadgen import percentiles
-from bench.machine import describe
-from bench.server import ROOT, ServerProcess
+from bench.harness.loadgen import percentiles
+from bench.harness.machine import describe
+from bench.harness.server import ROOT, ServerProcess
 
 WORDS = "river mountain city road tree bird fish water fire stone cloud wind light".split()
 

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.llama_server import (
+from bench.harness.model_cache import CACHE
+from bench.peers.llama_server import (
     LLAMA_PKG,
     ggml_cmake_flags,
     isa,
@@ -26,8 +27,7 @@ from bench.llama_server import (
     sdist_tarball,
     vendor_dir,
 )
-from bench.models import CACHE
-from bench.raw import RawResult
+from bench.peers.raw import RawResult
 
 # Without these the native build uses -march=native and every quantized model segfaulted at
 # the first eval on these AMX-reporting CPUs; AVX-512 only where the CPU has it (else SIGILL).

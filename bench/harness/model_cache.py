@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "bench" / ".cache"
 DEMO = ROOT / "models" / "demo-llama"
 # Part of the cache folder's name: bump it whenever the way the models are made changes, so
@@ -44,7 +44,7 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
     accuracy level, "fp32": fp32, "hf": the HF weights}.
     """
     from backends.models.export import builder_options
-    from bench.vocab import check
+    from bench.harness.vocab import check
 
     vocab_size = shape_vocab_size(shape)
     base = CACHE / "models" / f"{shape}-{MODELS_VERSION}"
@@ -56,7 +56,7 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
         )
         shutil.rmtree(base, ignore_errors=True)
         subprocess.run(
-            [sys.executable, "-m", "bench.vocab", "--shape", shape, "--precision", "int4"]
+            [sys.executable, "-m", "bench.harness.vocab", "--shape", shape, "--precision", "int4"]
             + ["--out", str(int4)],
             check=True,
             env=dict(os.environ, KEEP_HF_DIR="1"),

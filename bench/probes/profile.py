@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import Client, RequestSpec, run_load
-from bench.models import DEMO, ensure_models
-from bench.prompts import PromptMaker
-from bench.raw import RawEngine
-from bench.server import ServerProcess
+from bench.harness.loadgen import Client, RequestSpec, run_load
+from bench.harness.model_cache import DEMO, ensure_models
+from bench.harness.prompts import PromptMaker
+from bench.harness.server import ServerProcess
+from bench.peers.raw import RawEngine
 
 
 def summarize(raw: Path, top: int = 30) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import Client, RequestSpec, run_load
+from bench.harness.loadgen import Client, RequestSpec, run_load
 
 
 def run_budget(
@@ -35,9 +35,9 @@ def run_budget(
     earlier commit, say) run with its own defaults, side by side with this one."""
     import onnxruntime_genai as og
 
-    from bench.models import ensure_models
-    from bench.prompts import PromptMaker
-    from bench.server import ServerProcess, cpu_seconds, start_all
+    from bench.harness.model_cache import ensure_models
+    from bench.harness.prompts import PromptMaker
+    from bench.harness.server import ServerProcess, cpu_seconds, start_all
 
     model = ensure_models(shape)["int4"]
     prompts = PromptMaker(og.Tokenizer(og.Model(str(model))))

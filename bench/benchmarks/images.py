@@ -17,8 +17,8 @@ import random
 import statistics
 from typing import Any
 
-from bench.models import ROOT
-from bench.server import live_server
+from bench.harness.model_cache import ROOT
+from bench.harness.server import live_server
 
 VISION = ROOT / "tests" / "hub_models" / "qwen2.5-vl"
 WORDS = "river mountain city light stream answer question model token small large".split()

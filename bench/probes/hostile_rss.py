@@ -32,8 +32,8 @@ from typing import Any
 
 import httpx
 
-from bench.models import DEMO, ROOT
-from bench.server import ServerProcess
+from bench.harness.model_cache import DEMO, ROOT
+from bench.harness.server import ServerProcess
 
 HUB = ROOT / "tests" / "hub_models"
 MIB = 1024 * 1024

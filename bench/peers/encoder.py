@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.models import ROOT
+from bench.harness.model_cache import ROOT
 
 
 class STPeer:
     def __init__(self, path: Path, threads: int, python: str = sys.executable) -> None:
         self.proc = subprocess.Popen(
-            [python, "-m", "bench.embed_peer", str(path), str(threads)],
+            [python, "-m", "bench.peers.encoder", str(path), str(threads)],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

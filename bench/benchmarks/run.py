@@ -22,12 +22,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import machine, report
-from bench.loadgen import SLO, Client, RequestSpec, run_load
-from bench.models import DEMO, ROOT, ensure_models, session_variant
-from bench.prompts import PromptMaker
-from bench.raw import RawEngine, usable_cpus
-from bench.server import ServerProcess, cpu_seconds, server_settings_fields, start_all
+from bench.harness import machine
+from bench.harness.loadgen import SLO, Client, RequestSpec, run_load
+from bench.harness.model_cache import DEMO, ROOT, ensure_models, session_variant
+from bench.harness.prompts import PromptMaker
+from bench.harness.server import ServerProcess, cpu_seconds, server_settings_fields, start_all
+from bench.peers.raw import RawEngine, usable_cpus
+from bench.reports import run as report
 
 try:
     from tqdm import tqdm
@@ -198,7 +199,8 @@ class Bench:
     def _start_llama_server(self) -> None:
         """llama.cpp's C++ server on the Q4_0 GGUF of the same weights: as many slots as the
         most requests in flight, continuous batching, the same thread count as every arm."""
-        from bench import llama_server, peers
+        from bench.peers import libraries as peers
+        from bench.peers import llama_server
 
         cfg, avail = self.cfg, self.results["availability"]
         bins, why = llama_server.ensure_binaries(log)
@@ -386,8 +388,8 @@ class Bench:
                 arms[f"server stream {name}"] = lambda k=name: self._server_once(k, True)
 
     def _add_peer_arms(self, arms: dict[str, Callable[[], dict[str, Any]]]) -> None:
-        from bench import peers
-        from bench.peer_worker import PeerProcess
+        from bench.peers import libraries as peers
+        from bench.peers.worker import PeerProcess
 
         n = self.cfg.new_tokens
         avail = self.results["availability"]

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.models import CACHE, ROOT
+from bench.harness.model_cache import CACHE, ROOT
 
 TEST_MODEL = ROOT / "tests" / "hub_models" / "whisper-tiny"
 DEMO = ROOT / "models" / "demo-llama"
@@ -101,7 +101,7 @@ def served(url: str, audio: bytes) -> dict[str, float]:
 
 
 def run(shape: str, seconds: float, reps: int) -> dict[str, Any]:
-    from bench.server import live_server
+    from bench.harness.server import live_server
 
     folder = model_folder(shape)
     _cached_model(folder)  # loaded before timing

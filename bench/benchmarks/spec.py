@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import Client, RequestResult, RequestSpec
-from bench.spec_workloads import WORKLOADS, ask, copied_fraction
+from bench.benchmarks.spec_workloads import WORKLOADS, ask, copied_fraction
+from bench.harness.loadgen import Client, RequestResult, RequestSpec
 
 CONDITIONS: dict[str, dict[str, Any]] = {
     "greedy": {"temperature": 0.0},
@@ -143,8 +143,8 @@ def run_spec(
     threads: int | None = None,
     together: bool = False,
 ) -> str:
-    from bench.models import DEMO
-    from bench.server import ServerProcess, start_all
+    from bench.harness.model_cache import DEMO
+    from bench.harness.server import ServerProcess, start_all
 
     servers: dict[str, Any] = {}
     for arm in arms:
@@ -208,8 +208,8 @@ def _arm(arms: list[Arm], name: str) -> Arm:
 
 
 def _llama(arm: Arm, binary: Path | None, slots: int, threads: int | None) -> Any:
-    from bench.llama_server import LlamaServer
-    from bench.models import DEMO
+    from bench.harness.model_cache import DEMO
+    from bench.peers.llama_server import LlamaServer
 
     if binary is None:
         raise RuntimeError(f"arm {arm.name!r} needs --llama-server PATH (a built llama-server)")
@@ -226,9 +226,9 @@ def _llama(arm: Arm, binary: Path | None, slots: int, threads: int | None) -> An
 
 def demo_gguf(folder: Path, quantize: Path) -> Path:
     """The demo model's weights as a Q4_0 GGUF, made once under bench/.cache/."""
-    from bench.llama_server import quantize_q4_0
-    from bench.models import CACHE
-    from bench.onnx_gguf import write_gguf
+    from bench.harness.model_cache import CACHE
+    from bench.peers.llama_server import quantize_q4_0
+    from bench.peers.onnx_gguf import write_gguf
 
     q4 = CACHE / "gguf" / f"{folder.name}-q4_0.gguf"
     if not q4.exists():
@@ -250,7 +250,7 @@ async def _level(
     """Send ``asks`` with ``level`` in flight; what they gave."""
     import httpx
 
-    from bench.server import cpu_seconds
+    from bench.harness.server import cpu_seconds
 
     llama = arm.llama_args is not None
     sampling = CONDITIONS[condition] | (LLAMA_SAMPLING if llama else {})

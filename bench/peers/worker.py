@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.models import ROOT
-from bench.raw import RawResult
+from bench.harness.model_cache import ROOT
+from bench.peers.raw import RawResult
 
 
 class PeerProcess:
     def __init__(self, kind: str, path: Path, threads: int) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.peer_worker", kind, str(path), str(threads)],
+            [sys.executable, "-m", "bench.peers.worker", kind, str(path), str(threads)],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -62,7 +62,7 @@ def main() -> None:
     kind, path, threads = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     out = sys.stdout
     sys.stdout = sys.stderr  # libraries' chatter must not corrupt the protocol
-    from bench import peers
+    from bench.peers import libraries as peers
 
     peer: Any
     try:

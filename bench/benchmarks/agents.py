@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import Client, RequestResult, RequestSpec, percentiles
-from bench.models import DEMO, ROOT
-from bench.prompts import PromptMaker, words
+from bench.harness.loadgen import Client, RequestResult, RequestSpec, percentiles
+from bench.harness.model_cache import DEMO, ROOT
+from bench.harness.prompts import PromptMaker, words
 
 OURS, PEER = "ours", "llama-server"
 RESPONSES = "ours, Responses API"  # the same server, each turn chained by previous_response_id
@@ -245,10 +245,10 @@ def run(cfg: AgentConfig) -> dict[str, Any]:
     fresh prefix each time), write results.json, and the table and plot."""
     import onnxruntime_genai as og
 
-    from bench import machine
-    from bench.agents_report import write
-    from bench.raw import usable_cpus
-    from bench.server import ServerProcess, start_all
+    from bench.harness import machine
+    from bench.harness.server import ServerProcess, start_all
+    from bench.peers.raw import usable_cpus
+    from bench.reports.agents import write
 
     threads = usable_cpus()
     model = DEMO if cfg.smoke else _model(cfg.shape)
@@ -316,7 +316,7 @@ def run(cfg: AgentConfig) -> dict[str, Any]:
 
 
 def _model(shape: str) -> Path:
-    from bench.models import ensure_models
+    from bench.harness.model_cache import ensure_models
 
     return ensure_models(shape, _log)["int4"]
 
@@ -340,7 +340,8 @@ def _llama_server(
 ) -> tuple[tuple[Any, Client] | None, str | None]:
     """llama-server on the Q4_0 GGUF of the same weights: a slot per session, each holding a
     whole session, the same thread count; else (None, why not)."""
-    from bench import llama_server, peers
+    from bench.peers import libraries as peers
+    from bench.peers import llama_server
 
     bins, why = llama_server.ensure_binaries(_log)
     if bins is None:

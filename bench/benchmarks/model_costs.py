@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from bench.models import DEMO, ROOT
-from bench.server import live_server
+from bench.harness.model_cache import DEMO, ROOT
+from bench.harness.server import live_server
 
 LORA = ROOT / "tests" / "models" / "demo-lora"
 
