@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.harness.model_cache import ROOT
+from bench.harness.paths import ROOT
 
 
 def _floats(s: str) -> list[float]:
@@ -272,8 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.cmd == "agents":
-        from bench.benchmarks.agents import OURS, AgentConfig
+        from bench.benchmarks.agents import AgentConfig
         from bench.benchmarks.agents import run as run_agents
+        from bench.reports.agents import OURS
 
         stamp = time.strftime("%Y%m%d-%H%M%S")
         out = args.out or ROOT / "bench" / "results" / f"agents-{stamp}"
@@ -393,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.cmd == "steps":
         from bench.benchmarks.steps import steps
-        from bench.harness.model_cache import DEMO, ensure_models
+        from bench.harness.model_cache import ensure_models
+        from bench.harness.paths import DEMO
 
         if args.model:
             folders = args.model

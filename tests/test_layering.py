@@ -15,7 +15,7 @@ from schemas.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
-FIRST_PARTY = ("backends", "routes", "schemas", "metrics", "in_process")
+FIRST_PARTY = ("backends", "routes", "schemas", "metrics", "in_process", "bench")
 TOP_MODULES = ("app_onnx_genai", "main_genai")
 
 # What a package (and everything under it) must not import: a module path, or a prefix of one.
@@ -29,6 +29,7 @@ FORBIDDEN: dict[str, set[str]] = {
         "routes",
         "metrics",
         "in_process",
+        "bench",
     },
     # backends/: core > engine, chat > models > the shared vocabulary (errors, types, config).
     "backends.engine": {"backends.chat", "backends.core"},
@@ -39,9 +40,27 @@ FORBIDDEN: dict[str, set[str]] = {
     "backends.errors": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.types": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.config": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
-    "schemas": {"backends", "routes", "in_process", "metrics"},
-    "metrics": {"routes", "schemas", "in_process"},
-    "in_process": {"routes", "fastapi", "starlette", "app_onnx_genai", "main_genai"},
+    "schemas": {"backends", "routes", "in_process", "metrics", "bench"},
+    "metrics": {"routes", "schemas", "in_process", "bench"},
+    "in_process": {"routes", "fastapi", "starlette", "app_onnx_genai", "main_genai", "bench"},
+    # The server never imports its benchmark.
+    "routes": {"bench"},
+    "app_onnx_genai": {"bench"},
+    "main_genai": {"bench"},
+    # bench/: the command line > benchmarks > probes, peers, reports > the harness. A report
+    # and the harness know no benchmark; the harness knows no peer either.
+    "bench.harness": {
+        "bench.benchmarks",
+        "bench.probes",
+        "bench.peers",
+        "bench.reports",
+        "bench.commands",
+        "bench.__main__",
+    },
+    "bench.reports": {"bench.benchmarks", "bench.probes", "bench.commands", "bench.__main__"},
+    "bench.peers": {"bench.benchmarks", "bench.probes", "bench.commands", "bench.__main__"},
+    "bench.probes": {"bench.benchmarks", "bench.commands", "bench.__main__"},
+    "bench.benchmarks": {"bench.probes", "bench.commands", "bench.__main__"},
     # The plumbing serves every protocol and knows none of them.
     "routes.http": {
         "routes.native",
@@ -75,8 +94,12 @@ def module_name(path: Path) -> str:
 
 def source_files() -> list[Path]:
     files = [REPO_ROOT / f"{name}.py" for name in TOP_MODULES]
-    for package in FIRST_PARTY:
-        files += sorted((REPO_ROOT / package).rglob("*.py"))
+    for package in FIRST_PARTY:  # not what a benchmark caches or writes (bench/.cache/, ...)
+        files += sorted(
+            f
+            for f in (REPO_ROOT / package).rglob("*.py")
+            if not any(part.startswith(".") for part in f.relative_to(REPO_ROOT).parts)
+        )
     return files
 
 

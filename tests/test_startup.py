@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.harness.server import ROOT, clean_env, live_server
+from bench.harness.paths import ROOT
+from bench.harness.server import clean_env, live_server
 from routes.responses.postgres_store import PostgresStore
 from routes.responses.store import StoreLimits
 from schemas.settings import env_names

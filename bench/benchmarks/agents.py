@@ -34,20 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.loadgen import Client, RequestResult, RequestSpec, percentiles
-from bench.harness.model_cache import DEMO, ROOT
+from bench.harness.paths import DEMO, ROOT
 from bench.harness.prompts import PromptMaker, words
+from bench.reports.agents import OURS, PEER, TARGETS, write
 
-OURS, PEER = "ours", "llama-server"
 RESPONSES = "ours, Responses API"  # the same server, each turn chained by previous_response_id
-# (key, what it is, ratio target ours ÷ llama-server); the issue's targets.
-TARGETS: list[tuple[str, str, float | None]] = [
-    ("makespan_s", "makespan", 0.7),
-    ("first_ttft_new_p50_s", "TTFT p50 of new sessions' first turns", 0.2),
-    ("later_ttft_p50_s", "TTFT p50 of later turns", 0.23),
-    ("itl_p50_s", "inter-token latency median", None),
-    ("itl_p99_s", "inter-token latency p99", None),
-    ("cached_tokens", "cached prompt tokens (usage), all turns", None),
-]
 
 
 @dataclass
@@ -248,7 +239,6 @@ def run(cfg: AgentConfig) -> dict[str, Any]:
     from bench.harness import machine
     from bench.harness.server import ServerProcess, start_all
     from bench.peers.raw import usable_cpus
-    from bench.reports.agents import write
 
     threads = usable_cpus()
     model = DEMO if cfg.smoke else _model(cfg.shape)

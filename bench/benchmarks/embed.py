@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from bench.harness.machine import describe
-from bench.harness.model_cache import ROOT
+from bench.harness.paths import ROOT
 from bench.harness.prompts import words
 from bench.harness.server import live_server
 

@@ -17,7 +17,7 @@ import random
 import statistics
 from typing import Any
 
-from bench.harness.model_cache import ROOT
+from bench.harness.paths import ROOT
 from bench.harness.server import live_server
 
 VISION = ROOT / "tests" / "hub_models" / "qwen2.5-vl"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.harness.model_cache import DEMO, ROOT
+from bench.harness.paths import DEMO, ROOT
 from bench.harness.server import live_server
 
 LORA = ROOT / "tests" / "models" / "demo-lora"

@@ -33,7 +33,8 @@ from typing import Any
 
 from bench.harness import machine
 from bench.harness.loadgen import Client, RequestSpec
-from bench.harness.model_cache import DEMO, ROOT, ensure_models
+from bench.harness.model_cache import ensure_models
+from bench.harness.paths import DEMO, ROOT
 from bench.harness.prompts import PromptMaker
 from bench.harness.server import ServerProcess, cpu_seconds
 from bench.peers.raw import usable_cpus

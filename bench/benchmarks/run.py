@@ -24,7 +24,8 @@ from typing import Any
 
 from bench.harness import machine
 from bench.harness.loadgen import SLO, Client, RequestSpec, run_load
-from bench.harness.model_cache import DEMO, ROOT, ensure_models, session_variant
+from bench.harness.model_cache import ensure_models, session_variant
+from bench.harness.paths import DEMO, ROOT
 from bench.harness.prompts import PromptMaker
 from bench.harness.server import ServerProcess, cpu_seconds, server_settings_fields, start_all
 from bench.peers.raw import RawEngine, usable_cpus

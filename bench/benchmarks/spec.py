@@ -143,7 +143,7 @@ def run_spec(
     threads: int | None = None,
     together: bool = False,
 ) -> str:
-    from bench.harness.model_cache import DEMO
+    from bench.harness.paths import DEMO
     from bench.harness.server import ServerProcess, start_all
 
     servers: dict[str, Any] = {}
@@ -208,7 +208,7 @@ def _arm(arms: list[Arm], name: str) -> Arm:
 
 
 def _llama(arm: Arm, binary: Path | None, slots: int, threads: int | None) -> Any:
-    from bench.harness.model_cache import DEMO
+    from bench.harness.paths import DEMO
     from bench.peers.llama_server import LlamaServer
 
     if binary is None:
@@ -226,7 +226,7 @@ def _llama(arm: Arm, binary: Path | None, slots: int, threads: int | None) -> An
 
 def demo_gguf(folder: Path, quantize: Path) -> Path:
     """The demo model's weights as a Q4_0 GGUF, made once under bench/.cache/."""
-    from bench.harness.model_cache import CACHE
+    from bench.harness.paths import CACHE
     from bench.peers.llama_server import quantize_q4_0
     from bench.peers.onnx_gguf import write_gguf
 

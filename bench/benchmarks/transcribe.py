@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness.model_cache import CACHE, ROOT
+from bench.harness.paths import CACHE, ROOT
 
 TEST_MODEL = ROOT / "tests" / "hub_models" / "whisper-tiny"
 DEMO = ROOT / "models" / "demo-llama"

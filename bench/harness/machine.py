@@ -10,7 +10,7 @@ import time
 from importlib import metadata
 from typing import Any
 
-from bench.harness.model_cache import ROOT
+from bench.harness.paths import ROOT
 
 PACKAGES = (
     "onnxruntime-genai",

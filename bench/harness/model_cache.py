@@ -16,9 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-CACHE = ROOT / "bench" / ".cache"
-DEMO = ROOT / "models" / "demo-llama"
+from bench.harness.paths import CACHE, ROOT
+
 # Part of the cache folder's name: bump it whenever the way the models are made changes, so
 # that cached folders (and the GGUF and variants derived from them) are rebuilt.
 # v2: the tokenizer is padded to the shape's full vocabulary (bench/vocab.py).
@@ -116,10 +115,7 @@ def session_variant(model_dir: Path, name: str, session_options: dict[str, objec
 
 
 __all__ = [
-    "CACHE",
-    "DEMO",
     "MODELS_VERSION",
-    "ROOT",
     "ensure_models",
     "session_variant",
     "shape_vocab_size",

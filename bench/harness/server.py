@@ -18,7 +18,7 @@ from typing import IO
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench.harness.paths import ROOT
 
 
 def free_port() -> int:

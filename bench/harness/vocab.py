@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.harness.model_cache import ROOT
+from bench.harness.paths import ROOT
 
 FILLER_SEED = 49152
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness.model_cache import ROOT
+from bench.harness.paths import ROOT
 
 
 class STPeer:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness.model_cache import CACHE
+from bench.harness.paths import CACHE
 from bench.peers.llama_server import (
     LLAMA_PKG,
     ggml_cmake_flags,

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from bench.harness.model_cache import CACHE
+from bench.harness.paths import CACHE
 from bench.harness.server import ServerProcess
 
 LLAMA_PKG = "llama-cpp-python"

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.harness.model_cache import ROOT
+from bench.harness.paths import ROOT
 from bench.peers.raw import RawResult
 
 

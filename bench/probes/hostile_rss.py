@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from bench.harness.model_cache import DEMO, ROOT
+from bench.harness.paths import DEMO, ROOT
 from bench.harness.server import ServerProcess
 
 HUB = ROOT / "tests" / "hub_models"

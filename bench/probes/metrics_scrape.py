@@ -22,7 +22,8 @@ import httpx
 
 from bench.harness.loadgen import percentiles
 from bench.harness.machine import describe
-from bench.harness.server import ROOT, ServerProcess
+from bench.harness.paths import ROOT
+from bench.harness.server import ServerProcess
 
 WORDS = "river mountain city road tree bird fish water fire stone cloud wind light".split()
 

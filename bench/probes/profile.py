@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.loadgen import Client, RequestSpec, run_load
-from bench.harness.model_cache import DEMO, ensure_models
+from bench.harness.model_cache import ensure_models
+from bench.harness.paths import DEMO
 from bench.harness.prompts import PromptMaker
 from bench.harness.server import ServerProcess
 from bench.peers.raw import RawEngine

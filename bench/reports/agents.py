@@ -6,7 +6,17 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench.benchmarks.agents import OURS, PEER, TARGETS
+# The arms the table compares (the benchmark names its servers so) and the targets it judges by.
+OURS, PEER = "ours", "llama-server"
+# (key, what it is, ratio target ours ÷ llama-server); the issue's targets.
+TARGETS: list[tuple[str, str, float | None]] = [
+    ("makespan_s", "makespan", 0.7),
+    ("first_ttft_new_p50_s", "TTFT p50 of new sessions' first turns", 0.2),
+    ("later_ttft_p50_s", "TTFT p50 of later turns", 0.23),
+    ("itl_p50_s", "inter-token latency median", None),
+    ("itl_p99_s", "inter-token latency p99", None),
+    ("cached_tokens", "cached prompt tokens (usage), all turns", None),
+]
 
 
 def _fmt(value: Any, key: str) -> str:

@@ -11,16 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.benchmarks.agents import (
-    OURS,
-    PEER,
-    AgentConfig,
-    Workload,
-    ratios,
-    run_workload,
-    summarize,
-)
+from bench.benchmarks.agents import AgentConfig, Workload, ratios, run_workload, summarize
 from bench.harness.loadgen import Client
+from bench.reports.agents import OURS, PEER
 
 pytestmark = pytest.mark.unit
 
