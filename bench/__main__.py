@@ -406,10 +406,11 @@ def main(argv: list[str] | None = None) -> int:
         print(steps(folders, args.rows, args.threads, verify=args.verify))
         return 0
 
-    from bench.harness.loadgen import Client, RequestSpec, run_load
+    from bench.harness.clients import RequestSpec, make_client
+    from bench.harness.loadgen import run_load
     from bench.harness.prompts import words
 
-    client = Client(args.url.rstrip("/"), protocol=args.protocol, model=args.model)
+    client = make_client(args.url.rstrip("/"), protocol=args.protocol, model=args.model)
     if args.ignore_eos:
         client.extra["ignore_eos"] = True
 

@@ -33,7 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.harness.loadgen import Client, RequestResult, RequestSpec, percentiles
+from bench.harness.clients import Client, RequestResult, RequestSpec, make_client
+from bench.harness.loadgen import percentiles
 from bench.harness.paths import DEMO, ROOT
 from bench.harness.prompts import PromptMaker, words
 from bench.reports.agents import OURS, PEER, TARGETS, write
@@ -261,11 +262,11 @@ def run(cfg: AgentConfig) -> dict[str, Any]:
         if len(healthy) != len(mine):
             raise RuntimeError("; ".join(f"{s.name}: {s.error}" for s in mine if s.error))
         for s in mine:
-            clients[s.name] = Client(s.url, protocol="openai")
+            clients[s.name] = make_client(s.url, protocol="openai")
             asyncio.run(_probe(clients[s.name]))
         for s in mine if cfg.responses else ():  # as an agent on the Responses API talks
             name = RESPONSES + s.name[len(OURS) :]
-            clients[name] = Client(s.url, protocol="responses")
+            clients[name] = make_client(s.url, protocol="responses")
             asyncio.run(_probe(clients[name]))
         if cfg.llama_server:
             peer, why = _llama_server(cfg, model, threads, results)
@@ -359,7 +360,7 @@ def _llama_server(
     cmd = [Path(srv.command()[0]).name, *srv.command()[1:]]
     bins.info["command"] = " ".join(cmd).replace(str(gguf), gguf.name)
     extra = dict(llama_server.REQUEST_EXTRA, cache_prompt=True)
-    return (srv, Client(srv.url, protocol="completions", model="bench", extra=extra)), None
+    return (srv, make_client(srv.url, protocol="completions", model="bench", extra=extra)), None
 
 
 __all__ = ["AgentConfig", "Workload", "ratios", "run", "run_workload", "summarize"]

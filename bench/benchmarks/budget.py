@@ -16,7 +16,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench.harness.loadgen import Client, RequestSpec, run_load
+from bench.harness.clients import Client, RequestSpec, make_client
+from bench.harness.loadgen import run_load
 
 
 def run_budget(
@@ -50,7 +51,7 @@ def run_budget(
     try:
         if len(healthy) != len(servers):
             raise RuntimeError("; ".join(f"{s.name}: {s.error}" for s in servers if s.error))
-        clients = {s.name: Client(s.url, protocol="openai") for s in servers}
+        clients = {s.name: make_client(s.url, protocol="openai") for s in servers}
         by_name = {s.name: s for s in servers}
         for client in clients.values():
             asyncio.run(_probe(client))

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import machine
-from bench.harness.loadgen import Client, RequestSpec
+from bench.harness.clients import RequestSpec, make_client
 from bench.harness.model_cache import ensure_models
 from bench.harness.paths import DEMO, ROOT
 from bench.harness.prompts import PromptMaker
@@ -235,7 +235,7 @@ class Prefill:
         self.procs.append(server)
         if not server.wait_ready():
             raise RuntimeError(f"the server did not start: {server.error}")
-        client = Client(server.url, protocol="openai")
+        client = make_client(server.url, protocol="openai")
         self.loop.run_until_complete(client.probe(self.http))
         self.availability[SERVER] = "ok"
 
@@ -269,7 +269,7 @@ class Prefill:
             self.availability[LLAMA_SERVER] = f"not available: {server.error}"[:400]
             return
         extra = dict(llama_server.REQUEST_EXTRA, cache_prompt=False)
-        client = Client(server.url, protocol="completions", model="bench", extra=extra)
+        client = make_client(server.url, protocol="completions", model="bench", extra=extra)
         self.availability[LLAMA_SERVER] = "ok"
 
         def ask(messages: list[dict[str, str]], ids: list[int]) -> dict[str, float]:

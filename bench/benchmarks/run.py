@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import machine
-from bench.harness.loadgen import SLO, Client, RequestSpec, run_load
+from bench.harness.clients import Client, RequestSpec, make_client
+from bench.harness.loadgen import SLO, run_load
 from bench.harness.model_cache import ensure_models, session_variant
 from bench.harness.paths import DEMO, ROOT
 from bench.harness.prompts import PromptMaker
@@ -235,7 +236,7 @@ class Bench:
             srv.stop()
             return
         self.servers[LLAMA_SERVER] = srv
-        self.clients[LLAMA_SERVER] = Client(
+        self.clients[LLAMA_SERVER] = make_client(
             srv.url, protocol="completions", model="bench", extra=dict(llama_server.REQUEST_EXTRA)
         )
         avail[LLAMA_SERVER] = "ok"
@@ -249,7 +250,7 @@ class Bench:
         proto = self.cfg.protocol
         if proto == "auto":
             proto = "openai" if "/v1/chat/completions" in routes else "native"
-        client = Client(url, protocol=proto)
+        client = make_client(url, protocol=proto)
         if proto == "openai":
             asyncio.run(self._probe(client))
         return client
@@ -276,7 +277,7 @@ class Bench:
     def _server_once(self, name: str, stream: bool, protocol: str | None = None) -> dict[str, Any]:
         client = self.clients[name]
         if protocol is not None and protocol != client.protocol:
-            client = Client(client.url, protocol=protocol)
+            client = make_client(client.url, protocol=protocol)
         messages, ids = self._fresh_prompt()
         spec = RequestSpec(messages, self.cfg.new_tokens, prompt_ids=ids)
         res = self._arun(client.request(self.http, spec, stream=stream))
@@ -502,7 +503,8 @@ class Bench:
     def _conversation(self, name: str, msgs: list[dict[str, str]], nxt: str) -> tuple[float, float]:
         client = self.clients[name]
         if client.protocol != "native":
-            client = Client(client.url, protocol="native")  # the native API returns the reply text
+            # the native API returns the reply text
+            client = make_client(client.url, protocol="native")
         import httpx
 
         async def go() -> tuple[float, float]:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.benchmarks.spec_workloads import WORKLOADS, ask, copied_fraction
-from bench.harness.loadgen import Client, RequestResult, RequestSpec
+from bench.harness.clients import RequestResult, RequestSpec, make_client
 
 CONDITIONS: dict[str, dict[str, Any]] = {
     "greedy": {"temperature": 0.0},
@@ -254,7 +254,7 @@ async def _level(
 
     llama = arm.llama_args is not None
     sampling = CONDITIONS[condition] | (LLAMA_SAMPLING if llama else {})
-    client = Client(server.url, protocol="completions" if llama else "openai", extra=sampling)
+    client = make_client(server.url, protocol="completions" if llama else "openai", extra=sampling)
     names = LLAMA_COUNTERS if llama else OURS_COUNTERS
     async with httpx.AsyncClient(timeout=600) as http:
         specs = []
@@ -321,7 +321,7 @@ async def _answers(
 ) -> list[str]:
     import httpx
 
-    client = Client(server.url, protocol="openai", extra=CONDITIONS[condition])
+    client = make_client(server.url, protocol="openai", extra=CONDITIONS[condition])
     async with httpx.AsyncClient(timeout=600) as http:
         return [
             (await client.request(http, RequestSpec(m, max_tokens), stream=False)).text

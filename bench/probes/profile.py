@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness.loadgen import Client, RequestSpec, run_load
+from bench.harness.clients import RequestSpec, make_client
+from bench.harness.loadgen import run_load
 from bench.harness.model_cache import ensure_models
 from bench.harness.paths import DEMO
 from bench.harness.prompts import PromptMaker
@@ -75,7 +76,7 @@ def profile(shape: str, seconds: int, out: Path, env: dict[str, str], protocol: 
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        client = Client(srv.url, protocol=protocol)
+        client = make_client(srv.url, protocol=protocol)
         deadline = time.monotonic() + seconds
         summaries = []
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from bench.benchmarks.agents import AgentConfig, Workload, ratios, run_workload, summarize
-from bench.harness.loadgen import Client
+from bench.harness.clients import make_client
 from bench.reports.agents import OURS, PEER
 
 pytestmark = pytest.mark.unit
@@ -69,7 +69,7 @@ def config(**kw: Any) -> AgentConfig:
 
 
 def drive(server: FakeServer, work: Workload, protocol: str = "openai") -> dict[str, Any]:
-    client = Client("http://fake", protocol=protocol)
+    client = make_client("http://fake", protocol=protocol)
 
     async def go() -> dict[str, Any]:
         transport = httpx.MockTransport(server.handler)

@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from bench.harness.loadgen import Client
+from bench.harness.clients import make_client
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +28,7 @@ def probe(answers: list[int]) -> tuple[dict[str, object], list[dict[str, object]
 
     async def go() -> dict[str, object]:
         async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as http:
-            return await Client("http://fake", protocol="openai", model="m").probe(http)
+            return await make_client("http://fake", protocol="openai", model="m").probe(http)
 
     return asyncio.run(go()), bodies
 
