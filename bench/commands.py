@@ -128,9 +128,10 @@ def embed(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     from bench.reports import run as run_report
+    from bench.reports.run_ratios import ratios
 
     results = json.loads((args.folder / "results.json").read_text())
-    results["ratios"] = run_report.ratios(results)
+    results["ratios"] = ratios(results)
     (args.folder / "results.md").write_text(run_report.markdown(results))
     run_report.plots(results, args.folder)
     return 0

@@ -31,6 +31,7 @@ from bench.harness.prompts import PromptMaker
 from bench.harness.server import ServerProcess, cpu_seconds, server_settings_fields, start_all
 from bench.peers.raw import RawEngine, usable_cpus
 from bench.reports import run as report
+from bench.reports.run_ratios import ratios
 
 try:
     from tqdm import tqdm
@@ -541,7 +542,7 @@ class Bench:
         finally:
             self.close()
         self.results["meta"]["duration_s"] = time.perf_counter() - t0
-        self.results["ratios"] = report.ratios(self.results)
+        self.results["ratios"] = ratios(self.results)
         return self.results
 
 
