@@ -15,8 +15,8 @@ from bench.harness.paths import ROOT
 
 
 def run(args: argparse.Namespace) -> int:
-    from bench.benchmarks.run import RunConfig
     from bench.benchmarks.run import run as run_benchmark
+    from bench.benchmarks.run_config import RunConfig
 
     cfg = RunConfig.smoke_config() if args.smoke else RunConfig(shape=args.shape)
     for name in ("reps", "prompt_tokens", "new_tokens", "concurrency", "rates", "histories"):

@@ -1,13 +1,12 @@
 """``python -m bench run``: every measurement, interleaved and repeated, in one process.
 
-Order of work: build/reuse the models; start every server variant at once (idle servers cost
-no CPU), and llama.cpp's ``llama-server`` (built on demand, bench/llama_server.py); then, for
-each section, repeat rounds in which each arm (raw loop, server variants, peers) runs once in
-a shuffled order, so drift on a shared machine spreads over all arms.
+Order of work: build/reuse the models; start every server variant at once, and llama.cpp's
+``llama-server`` (bench/benchmarks/run_servers.py); then, for each section (single stream,
+load, next chat turn), repeat rounds in which each arm (raw loop, server variants, peers) runs
+once in a shuffled order, so drift on a shared machine spreads over all arms.
 
-A server variant that does not start (a scheduler strategy this server does not have yet: it
-exits with status 2, "Invalid settings") is recorded as "not available: ..." in
-``availability`` and the run goes on without it; so is a peer that cannot be built.
+A server variant or a peer that is not available is recorded as "not available: ..." in
+``availability`` and the run goes on without it. The settings: bench/benchmarks/run_config.py.
 """
 
 from __future__ import annotations
@@ -18,17 +17,19 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.benchmarks.run_config import LLAMA_SERVER, LLAMA_SERVER_ARM, RunConfig, log
+from bench.benchmarks.run_servers import start_llama_server, start_servers
 from bench.harness import machine
 from bench.harness.clients import Client, RequestSpec, make_client
 from bench.harness.loadgen import SLO, run_load
-from bench.harness.model_cache import ensure_models, session_variant
-from bench.harness.paths import DEMO, ROOT
+from bench.harness.model_cache import ensure_models
+from bench.harness.paths import DEMO
 from bench.harness.prompts import PromptMaker
-from bench.harness.server import ServerProcess, cpu_seconds, server_settings_fields, start_all
+from bench.harness.server import ServerProcess, cpu_seconds
 from bench.peers.raw import RawEngine, usable_cpus
 from bench.reports import run as report
 from bench.reports.run_ratios import ratios
@@ -37,67 +38,6 @@ try:
     from tqdm import tqdm
 except ImportError:
     tqdm = None
-
-
-@dataclass
-class RunConfig:
-    smoke: bool = False
-    shape: str = "smollm2-135m"
-    prompt_tokens: int = 128
-    new_tokens: int = 64
-    reps: int = 6
-    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
-    rates: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0])
-    load_requests: int = 16  # per concurrency level / rate (at least 2x the concurrency)
-    histories: list[int] = field(default_factory=lambda: [512, 1024])
-    chat_reps: int = 3
-    turn_tokens: int = 32
-    reply_tokens: int = 16
-    strategies: list[str] = field(default_factory=lambda: ["generator", "engine", "batch"])
-    # strategies that also get next-chat-turn rows (with reuse and GENAI_CACHE_SEQUENCES=0),
-    # beside the default server's
-    chat_strategies: list[str] = field(default_factory=lambda: ["batch"])
-    peers: bool = True
-    llama_server: bool = True  # llama.cpp's C++ server under load (with peers only)
-    inprocess_peers: bool = True  # transformers and llama-cpp-python (built on demand)
-    threads: int = 0  # intra-op threads of every arm; 0: every CPU this process may use
-    server_env: dict[str, str] = field(default_factory=dict)  # more settings, every server
-    settings_sweep: bool = True
-    protocol: str = "auto"  # auto | native | openai
-    slo_ttft: float = 1.0
-    slo_tpot: float = 0.1
-    seed: int = 0
-    out: Path = ROOT / "bench" / "results"
-
-    @classmethod
-    def smoke_config(cls, out: Path | None = None) -> RunConfig:
-        return cls(
-            smoke=True,
-            shape="demo",
-            prompt_tokens=32,
-            new_tokens=8,
-            reps=2,
-            concurrency=[1, 2],
-            rates=[4.0],
-            load_requests=4,
-            histories=[64],
-            chat_reps=1,
-            turn_tokens=8,
-            reply_tokens=4,
-            strategies=["generator", "batch"],
-            peers=False,
-            llama_server=False,
-            settings_sweep=False,
-            out=out or ROOT / "bench" / "results" / "smoke",
-        )
-
-
-LLAMA_SERVER = "llama-server"  # the load arm's and the server variant's name
-LLAMA_SERVER_ARM = "llama-server Q4_0"  # its single-stream arm
-
-
-def log(msg: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -118,6 +58,7 @@ class Bench:
         self.rng = random.Random(cfg.seed)
         self.results: dict[str, Any] = {"availability": {}}
         self.servers: dict[str, ServerProcess] = {}
+        self.clients: dict[str, Client] = {}
         self.threads = cfg.threads or usable_cpus()
         self.loop = asyncio.new_event_loop()
         self._prompt_seed = 1000
@@ -144,55 +85,8 @@ class Bench:
             self.results["availability"][LLAMA_SERVER] = "not available: not requested"
 
     def _start_servers(self) -> None:
-        cfg, avail = self.cfg, self.results["availability"]
-        env_names = server_settings_fields()
-        model = str(self.models["int4"])
-        wanted: dict[str, dict[str, str]] = {
-            "default": {"GENAI_MODEL_DIR": model, **cfg.server_env}
-        }
-        if cfg.threads:  # else each server takes every usable CPU, as the raw loop does
-            wanted["default"]["GENAI_INTRA_OP_THREADS"] = str(cfg.threads)
-        for strategy in cfg.strategies:
-            if "GENAI_SCHEDULER" in env_names:
-                wanted[f"scheduler={strategy}"] = {
-                    **wanted["default"],
-                    "GENAI_SCHEDULER": strategy,
-                }
-            else:
-                avail[f"scheduler={strategy}"] = "not available: the server has no GENAI_SCHEDULER"
-        if "GENAI_CACHE_SEQUENCES" in env_names:
-            wanted["no-reuse"] = {**wanted["default"], "GENAI_CACHE_SEQUENCES": "0"}
-            for strategy in cfg.chat_strategies:
-                if f"scheduler={strategy}" in wanted:
-                    wanted[f"scheduler={strategy} no-reuse"] = {
-                        **wanted[f"scheduler={strategy}"],
-                        "GENAI_CACHE_SEQUENCES": "0",
-                    }
-        else:
-            avail["no-reuse"] = "not available: the server has no GENAI_CACHE_SEQUENCES"
-        if cfg.settings_sweep:
-            wanted["threads=1"] = {"GENAI_MODEL_DIR": model, "GENAI_INTRA_OP_THREADS": "1"}
-            spin0 = session_variant(
-                self.models["int4"], "spin0", {"session.intra_op.allow_spinning": "0"}
-            )
-            wanted["spinning=0"] = {"GENAI_MODEL_DIR": str(spin0)}
-            wanted["acc-level-default"] = {"GENAI_MODEL_DIR": str(self.models["int4-acc0"])}
-        log(f"starting {len(wanted)} server variants: {', '.join(wanted)}")
-        procs = [ServerProcess(name, env) for name, env in wanted.items()]
-        healthy = start_all(procs)
-        for p in procs:
-            if p in healthy:
-                self.servers[p.name] = p
-                avail[p.name] = "ok"
-            else:
-                avail[p.name] = f"not available: {p.error}"
-                log(f"server {p.name} not available: {p.error}")
-                p.stop()
-        routes = self.servers["default"].routes() if "default" in self.servers else set()
-        avail["routes"] = sorted(routes)
-        self.clients: dict[str, Client] = {}
-        for name, srv in self.servers.items():
-            self.clients[name] = self._client(srv.url, routes)
+        avail = self.results["availability"]
+        self.servers, self.clients = start_servers(self.cfg, self.models, avail)
         import httpx
 
         self.http = self._arun(self._new_http(httpx))
@@ -200,67 +94,13 @@ class Bench:
         avail["min_tokens"] = self.clients["default"].min_tokens if self.clients else False
 
     def _start_llama_server(self) -> None:
-        """llama.cpp's C++ server on the Q4_0 GGUF of the same weights: as many slots as the
-        most requests in flight, continuous batching, the same thread count as every arm."""
-        from bench.peers import libraries as peers
-        from bench.peers import llama_server
-
-        cfg, avail = self.cfg, self.results["availability"]
-        bins, why = llama_server.ensure_binaries(log)
-        if bins is None:
-            avail[LLAMA_SERVER] = f"not available: {why}"[:500]
-            log(f"llama-server not available: {why}")
-            return
-        self.results.setdefault("versions_peers", {})[LLAMA_SERVER] = bins.info
-        try:
-            gguf = peers.ensure_gguf(self.models["hf"], log, bins.quantize, self.threads)
-        except Exception as exc:
-            avail[LLAMA_SERVER] = f"not available: {type(exc).__name__}: {exc}"[:500]
-            log(avail[LLAMA_SERVER])
-            return
-        per_slot = max(512, -(-(cfg.prompt_tokens + cfg.new_tokens + 64) // 256) * 256)
-        srv = llama_server.LlamaServer(
-            LLAMA_SERVER,
-            {},
-            binary=bins.server,
-            gguf=gguf,
-            threads=self.threads,
-            parallel=max(cfg.concurrency),
-            ctx_per_slot=per_slot,
-        )
-        cmd = [Path(srv.command()[0]).name, *srv.command()[1:]]
-        bins.info["command"] = " ".join(cmd).replace(str(gguf), gguf.name)
-        srv.start()
-        if not srv.wait_ready():
-            avail[LLAMA_SERVER] = f"not available: {srv.error}"[:500]
-            log(avail[LLAMA_SERVER])
-            srv.stop()
-            return
-        self.servers[LLAMA_SERVER] = srv
-        self.clients[LLAMA_SERVER] = make_client(
-            srv.url, protocol="completions", model="bench", extra=dict(llama_server.REQUEST_EXTRA)
-        )
-        avail[LLAMA_SERVER] = "ok"
-        log(f"llama-server ready: {max(cfg.concurrency)} slots, {self.threads} threads")
+        found = start_llama_server(self.cfg, self.models, self.threads, self.results)
+        if found is not None:
+            self.servers[LLAMA_SERVER], self.clients[LLAMA_SERVER] = found
 
     @staticmethod
     async def _new_http(httpx: Any) -> Any:
         return httpx.AsyncClient(timeout=600)
-
-    def _client(self, url: str, routes: set[str]) -> Client:
-        proto = self.cfg.protocol
-        if proto == "auto":
-            proto = "openai" if "/v1/chat/completions" in routes else "native"
-        client = make_client(url, protocol=proto)
-        if proto == "openai":
-            asyncio.run(self._probe(client))
-        return client
-
-    async def _probe(self, client: Client) -> None:
-        import httpx
-
-        async with httpx.AsyncClient(timeout=60) as http:
-            await client.probe(http)
 
     def close(self) -> None:
         if self.http is not None:
