@@ -1,6 +1,6 @@
 """Time to first token of a second session that shares a long prefix with a first one, with
 prefix sharing on and off, side by side in one process (the batch engine, in-process, no HTTP):
-``python -m bench.prefix_share MODEL_DIR [--prefix 1024] [--rounds 3] [--threads 2]``.
+``python -m bench.benchmarks.prefix_share MODEL_DIR [--prefix 1024] [--rounds 3] [--threads 2]``.
 
 Three ways the first session can hold the prefix when the second arrives:
 - ``busy``: still decoding (the second is sent at the first one's first token);

@@ -7,13 +7,14 @@ Arms (``--arm``, or :func:`default_arms`):
 - og's n-gram: ``GENAI_SCHEDULER=generator`` with it on (onnxruntime-genai's
   ``set_speculative_options``, batch size 1) and off, at one request in flight only;
 - llama-server (``--llama-server``: a built binary) on the demo model's own weights as a GGUF
-  (:mod:`bench.onnx_gguf`, Q4_0 as the int4 model), ``--spec-type`` none, ``ngram-simple``,
+  (:mod:`bench.peers.onnx_gguf`, Q4_0 as the int4 model), ``--spec-type`` none, ``ngram-simple``,
   ``ngram-simple`` with ours' lookup (3-token n-grams, 8-token drafts) and ``ngram-mod``, with
   ``--parallel`` slots for the most requests in flight, fed the very token ids our server
   renders (``/v1/completions`` with the prompt as ids).
 
-Workloads (:mod:`bench.spec_workloads`): ``edit``, ``diff``, ``free``, ``copy``; conditions
-greedy and ``seeded`` (temperature 0.7, seed 1, no other cut); levels: requests in flight.
+Workloads (:mod:`bench.benchmarks.spec_workloads`): ``edit``, ``diff``, ``free``, ``copy``;
+conditions greedy and ``seeded`` (temperature 0.7, seed 1, no other cut); levels: requests in
+flight.
 
 Every round runs each (workload, condition, level) for every arm, the arms in a new order
 (or, with ``--together``, all at once: on a machine shared with other jobs they then see the

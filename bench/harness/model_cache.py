@@ -1,6 +1,6 @@
 """Benchmark model folders, made offline once and cached under bench/.cache/.
 
-The int4 model is built by scripts/build_model.py (through ``python -m bench.vocab``, which
+The int4 model is built by scripts/build_model.py (through ``python -m bench.harness.vocab``, which
 pads the locally trained tokenizer to the shape's real vocabulary size, 49,152 for SmolLM2, so
 the LM head is full size) with the HF weights kept (``KEEP_HF_DIR``), so the other variants
 (fp32, int4 at the builder's default accuracy level) and the peers (transformers, llama.cpp,
@@ -20,7 +20,7 @@ from bench.harness.paths import CACHE, ROOT
 
 # Part of the cache folder's name: bump it whenever the way the models are made changes, so
 # that cached folders (and the GGUF and variants derived from them) are rebuilt.
-# v2: the tokenizer is padded to the shape's full vocabulary (bench/vocab.py).
+# v2: the tokenizer is padded to the shape's full vocabulary (bench/harness/vocab.py).
 MODELS_VERSION = "v2"
 
 # Files a GenAI model folder needs besides genai_config.json (shared by symlink in variants).

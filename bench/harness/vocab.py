@@ -13,7 +13,7 @@ produces a filler; the random-weight model does generate them (most of its vocab
 filler) and every tokenizer (onnxruntime-genai, Hugging Face, llama.cpp) decodes one to plain
 text (`` the model``), which re-encodes to two ordinary tokens in a later chat turn.
 
-``python -m bench.vocab --shape smollm2-135m --precision int4 --out DIR`` runs
+``python -m bench.harness.vocab --shape smollm2-135m --precision int4 --out DIR`` runs
 scripts/build_model.py (same options, defaults and weights) with its tokenizer padded.
 """
 

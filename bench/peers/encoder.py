@@ -1,4 +1,5 @@
-"""sentence-transformers on torch in its own process: ``python -m bench.embed_peer PATH THREADS``.
+"""sentence-transformers on torch in its own process:
+``python -m bench.peers.encoder PATH THREADS``.
 
 Reads one JSON command per line and answers one JSON line:
 - ``{"requests": [[text, ...], ...]}``: each request encoded alone, in order (what a server

@@ -5,7 +5,7 @@ source (a few minutes on 2 cores) with portable CPU flags and the wheel is cache
 bench/.cache/wheels/<isa>. The HF folder is converted with the ``convert_hf_to_gguf.py``
 shipped in the source distribution (its tokenizer declared as ``gpt-2``: the locally trained
 byte-level BPE is not one it knows) and quantized to Q4_0, by llama-cpp-python or, without it,
-by the ``llama-quantize`` built beside ``llama-server`` (bench/llama_server.py).
+by the ``llama-quantize`` built beside ``llama-server`` (bench/peers/llama_server.py).
 """
 
 from __future__ import annotations

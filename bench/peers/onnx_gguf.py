@@ -13,7 +13,7 @@ model's own layout, so the values stay the same but for the scale rounded to f16
 llama.cpp's ``llama`` architecture has no sliding window: the two compute the same only for
 sequences within the demo model's 512-token window, which the benchmark's stay in.
 
-    python -m bench.onnx_gguf models/demo-llama out.gguf
+    python -m bench.peers.onnx_gguf models/demo-llama out.gguf
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A peer in its own process: ``python -m bench.peer_worker KIND PATH THREADS``.
+"""A peer in its own process: ``python -m bench.peers.worker KIND PATH THREADS``.
 
 Reads one JSON request per line (``{"ids": [...], "new_tokens": n}``) and answers one JSON
 result per line. Peers run out of the benchmark process because PyTorch's and llama.cpp's

@@ -1,7 +1,7 @@
 """Are KV positions written by decode steps (one token a step) the same bytes as the same tokens
 prefilled? The batch engine's decoder on two KV rows: row 0 prefills a random prompt and
 decodes greedily, row 1 prefills the prompt and those tokens (in 256-token chunks); then both
-read the same two-token question. ``python -m bench.decoded_kv MODEL_DIR [SEED]``.
+read the same two-token question. ``python -m bench.probes.decoded_kv MODEL_DIR [SEED]``.
 Why prefix sharing copies only prefilled positions across sessions
 (backends/engine/batch/slots.py, docs/prefix-sharing.md)."""
 

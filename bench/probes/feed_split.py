@@ -1,7 +1,7 @@
 """How much a prompt's next-token logits move with the way the prompt is fed: whole, in two
 halves, its last two tokens apart, or its last token alone (a step of one new token, as after
 a reused prefix that leaves one token to feed). Plain og.Generator, nothing of the server's:
-``python -m bench.feed_split MODEL_DIR``. Why the server never feeds a prompt token alone
+``python -m bench.probes.feed_split MODEL_DIR``. Why the server never feeds a prompt token alone
 (backends/engine/prefix_cache.py ``MIN_FEED``)."""
 
 from __future__ import annotations

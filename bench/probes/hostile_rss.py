@@ -15,8 +15,8 @@ after another, within the default limits:
 For each kind it prints the statuses, the time, the peak RSS while it ran (VmHWM, reset before
 each kind) and the RSS two seconds after its last request, against the steady state.
 
-    python -m bench.hostile_rss [--count 20] [--kinds embeddings,rerank,images,audio]
-    python -m bench.hostile_rss --checkout <another checkout>  # the same run on another commit
+    python -m bench.probes.hostile_rss [--count 20] [--kinds embeddings,rerank,images,audio]
+    python -m bench.probes.hostile_rss --checkout <another checkout>  # the same, another commit
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """How fast /metrics answers while the server generates, as the inference gateway's endpoint
 picker scrapes it (every 50 ms; it counts data older than 200 ms as saturated):
-``python -m bench.metrics_scrape [--model DIR] [--in-flight 8] [--seconds 60] [--scrapers 1]``.
+``python -m bench.probes.metrics_scrape [--model DIR] [--in-flight 8] [--seconds 60]
+[--scrapers 1]``.
 
 A real server process (``main_genai.py``, GENAI_METRICS_OPEN, ``--threads`` intra-op threads)
 generates for ``--in-flight`` streaming chat completions at all times (each replaced as it
@@ -101,7 +102,7 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.metrics_scrape", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m bench.probes.metrics_scrape", description=__doc__)
     ap.add_argument("--model", type=Path, default=ROOT / "models" / "demo-llama")
     ap.add_argument("--in-flight", type=int, default=8, help="streams generating at all times")
     ap.add_argument("--scrapers", type=int, default=1, help="clients scraping /metrics")

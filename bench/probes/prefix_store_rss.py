@@ -1,6 +1,6 @@
 """The process's peak memory with the prefix store filled: the batch engine on the default KV
 cache and store sizes, no row kept, so each finished session's ~1k-token prompt goes to the
-store; enough sessions overfill it. ``python -m bench.prefix_store_rss MODEL_DIR [--sessions
+store; enough sessions overfill it. ``python -m bench.probes.prefix_store_rss MODEL_DIR [--sessions
 13]``. What sizes ``GENAI_PREFIX_STORE_MIB``'s default (docs/prefix-sharing.md)."""
 
 from __future__ import annotations

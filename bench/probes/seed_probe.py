@@ -1,5 +1,5 @@
 """Issue 17's three seed scenarios on any model folder, through the core (no HTTP):
-``python -m bench.seed_probe MODEL_DIR [batch|generator] [temperature]``. Prints, for each,
+``python -m bench.probes.seed_probe MODEL_DIR [batch|generator] [temperature]``. Prints, for each,
 whether the seeded (or greedy, temperature 0) request gave the same text both ways:
 
 - twice in a row on an idle server, the second run reusing the first one's prefix;
