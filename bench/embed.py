@@ -63,7 +63,15 @@ def ensure_model(log: Any = print) -> Path:
     if not (CACHE / "onnx" / "model.onnx").is_file():
         log("building the MiniLM-shaped embedder (random weights) ...")
         subprocess.run(
-            [sys.executable, "scripts/build_embedder.py", "--out", str(CACHE), "--shape", "minilm"],
+            [
+                sys.executable,
+                "-m",
+                "modelkit.encoders.embedder",
+                "--out",
+                str(CACHE),
+                "--shape",
+                "minilm",
+            ],
             cwd=ROOT,
             check=True,
         )

@@ -29,7 +29,7 @@ _MODEL_FILES = ("model.onnx", "model.onnx.data", "tokenizer.json", "tokenizer_co
 
 
 def _builder(hf_dir: Path, out: Path, precision: str, extra: list[str]) -> None:
-    from scripts.build_model import run_builder
+    from modelkit.decoder import run_builder
 
     cache = out.parent / f".{out.name}-cache"
     run_builder(hf_dir, out, precision, extra, cache_dir=cache, quiet=True)
@@ -88,7 +88,7 @@ def shape_vocab_size(shape: str) -> int:
     """The real vocabulary size of ``shape`` (scripts/build_model.py's SHAPES)."""
     sys.path.insert(0, str(ROOT))
     try:
-        from scripts.build_model import SHAPES
+        from modelkit.decoder import SHAPES
     finally:
         sys.path.remove(str(ROOT))
     return int(SHAPES[shape]["vocab_size"])

@@ -33,7 +33,7 @@ def _fp32_weights(folder: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     import onnx
     from onnx import helper, numpy_helper
 
-    from scripts.dequantize_model import dequantize
+    from modelkit.dequantize import dequantize
 
     with tempfile.TemporaryDirectory() as tmp:
         dequantize(folder, Path(tmp))

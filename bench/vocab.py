@@ -100,7 +100,7 @@ def main(argv: list[str]) -> None:
     """scripts/build_model.py's command line, with the tokenizer padded to full size; then
     checks that the tokenizer, the HF config and the export agree on that size."""
     sys.path.insert(0, str(ROOT))
-    import scripts.build_model as build_model
+    import modelkit.decoder as build_model
 
     build_model.train_tokenizer = _padded(build_model.train_tokenizer)  # type: ignore[assignment]
     sys.argv = ["build_model.py", *argv]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from scripts.plain_corpus import PLAIN_PROMPTS
+from modelkit.demo.plain_corpus import PLAIN_PROMPTS
 
 pytestmark = pytest.mark.model
 

@@ -103,7 +103,7 @@ def test_different_audio_gives_different_tokens() -> None:
     reason="re-deriving expected.json needs torch and transformers (requirements-build.txt)",
 )
 def test_expected_json_rederives_from_the_weights() -> None:
-    cmd = [sys.executable, "scripts/build_whisper.py", "--out", str(FOLDER), "--check"]
+    cmd = [sys.executable, "-m", "modelkit.whisper", "--out", str(FOLDER), "--check"]
     assert subprocess.run(cmd, cwd=ROOT, check=False).returncode == 0
 
 

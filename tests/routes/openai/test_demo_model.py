@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from scripts.demo_corpus import ADJECTIVES, NOUNS, PLACES, VERBS
+from modelkit.demo.corpus import ADJECTIVES, NOUNS, PLACES, VERBS
 from tests.conftest import DirectGenerator, parse_sse
 
 pytestmark = pytest.mark.model

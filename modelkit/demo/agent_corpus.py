@@ -24,7 +24,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from scripts.demo_corpus import NOUNS, answer, question, sentence, tool_reply
+from modelkit.demo.corpus import NOUNS, answer, question, sentence, tool_reply
 
 ROLES = "coding agent|software assistant|terminal assistant|helpful agent|code reviewer".split("|")
 PRODUCTS = "a terminal|an editor|a command line tool|a web app|the workspace|a sandbox".split("|")
@@ -465,8 +465,8 @@ def agent_corpus(
 
 
 if __name__ == "__main__":
-    from scripts.build_model import CHAT_TEMPLATE
-    from scripts.train_demo import renderer
+    from modelkit.decoder import CHAT_TEMPLATE
+    from modelkit.demo.train import renderer
 
     for p, r in agent_corpus(renderer(CHAT_TEMPLATE), 3, 5, (5, 20)):
         print(p + r, "\n=========")

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.build_model import CHAT_TEMPLATE, SHAPES, make_hf_folder, run_builder  # noqa: E402
+from modelkit.decoder import CHAT_TEMPLATE, SHAPES, make_hf_folder, run_builder  # noqa: E402
 
 # name -> seed of its random LoRA weights.
 ADAPTERS = {"pirate": 1, "poet": 2}

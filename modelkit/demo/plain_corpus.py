@@ -14,8 +14,8 @@ may contain one (scripts/train_demo.py refuses such a corpus). Same seed, same t
 
 from __future__ import annotations
 
-from scripts.agent_corpus import COPY_ASKS, KINDS, CorpusRandom, instruction
-from scripts.demo_corpus import (
+from modelkit.demo.agent_corpus import COPY_ASKS, KINDS, CorpusRandom, instruction
+from modelkit.demo.corpus import (
     ADJECTIVES,
     FIXED_TOOLS,
     NOUNS,

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scripts.agent_corpus import agent_corpus, copy_corpus
-from scripts.demo_corpus import corpus
-from scripts.plain_corpus import PLAIN_PROMPTS, plain_corpus
+from modelkit.demo.agent_corpus import agent_corpus, copy_corpus
+from modelkit.demo.corpus import corpus
+from modelkit.demo.plain_corpus import PLAIN_PROMPTS, plain_corpus
 
 TRAIN_CONVERSATIONS = 12000
 AGENT_CONVERSATIONS = 0  # agent-shaped turns (scripts/agent_corpus.py), PoSE positions
@@ -372,7 +372,7 @@ def make_trained_hf_folder(
     if window:
         from transformers import MistralConfig, MistralForCausalLM
 
-        from scripts.build_model import arch_config_kwargs
+        from modelkit.decoder import arch_config_kwargs
 
         mistral: dict[str, Any] = arch_config_kwargs("mistral", params) | {"sliding_window": window}
         model: Any = MistralForCausalLM(MistralConfig(**sizes, **common, **mistral))

@@ -19,8 +19,8 @@ import difflib
 import random
 from typing import Any
 
-from scripts.agent_corpus import CorpusRandom, command, path
-from scripts.plain_corpus import plain_text
+from modelkit.demo.agent_corpus import CorpusRandom, command, path
+from modelkit.demo.plain_corpus import plain_text
 
 KINDS = ("edit", "diff", "free", "copy")
 MIX = {"edit": 0.45, "diff": 0.3, "free": 0.15, "copy": 0.1}  # the share of each kind

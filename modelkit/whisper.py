@@ -96,7 +96,7 @@ def make_tokenizer(out_dir: Path, languages: list[str], text_tokens: int = BPE_V
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AddedToken, WhisperTokenizer
 
-    from scripts.build_model import corpus
+    from modelkit.decoder import corpus
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -343,7 +343,7 @@ def expected_outputs(folder: Path) -> dict[str, Any]:
 
 
 def build(out: Path, seed: int, init_std: float, shape: str = "test") -> None:
-    from scripts.build_model import run_builder
+    from modelkit.decoder import run_builder
 
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = Path(tmp) / "hf"

@@ -117,7 +117,7 @@ def build(out: Path, seed: int, init_range: float) -> None:
     from optimum.exporters.onnx import main_export
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from scripts.build_model import train_tokenizer
+    from modelkit.decoder import train_tokenizer
 
     params = dict(SHAPE)
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,7 +20,7 @@ import torch
 from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
 
 dev = "cuda" if torch.cuda.is_available() else "cpu"
-tok = AutoTokenizer.from_pretrained(Path(__file__).resolve().parents[1] / "models" / "demo-llama")
+tok = AutoTokenizer.from_pretrained(Path(__file__).resolve().parents[2] / "models" / "demo-llama")
 CH = string.ascii_lowercase + string.digits + "_-."
 
 

@@ -24,13 +24,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.build_model import DEMO_TEMPLATE, run_builder  # noqa: E402
-from scripts.demo_check import check  # noqa: E402
-from scripts.train_demo import plain_phase, training_data  # noqa: E402
+from modelkit.decoder import DEMO_TEMPLATE, run_builder  # noqa: E402
+from modelkit.demo.check import check  # noqa: E402
+from modelkit.demo.train import plain_phase, training_data  # noqa: E402
 
 
 def base_turns(base: Path, turns: tuple[int, int]) -> tuple[Any, list[Any], dict[str, Any]]:

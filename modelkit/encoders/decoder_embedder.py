@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from encoder_build import SENTENCES, bpe_tokenizer, compare, export_onnx, write_expected
+from modelkit.encoders.common import SENTENCES, bpe_tokenizer, compare, export_onnx, write_expected
 
 MAX_LENGTH = 64
 PROMPTS = {"query": "Instruct: Given a question, retrieve passages that answer it\nQuery: "}

@@ -155,7 +155,7 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # tools; without tools it renders exactly the plain ChatML turns.
 CHAT_TEMPLATE = (Path(__file__).resolve().parent / "chat_template.jinja").read_text()
 # The demo model's (--window): the tools listed after the conversation, within its window.
-DEMO_TEMPLATE = (Path(__file__).resolve().parent / "demo_chat_template.jinja").read_text()
+DEMO_TEMPLATE = (Path(__file__).resolve().parent / "demo" / "chat_template.jinja").read_text()
 
 _WORDS = (
     "the a an of to in and is it that for on with as was by at from this be are or have not "
@@ -297,7 +297,7 @@ def build(
         hf_dir = Path(tmp) / "hf"
         record = None
         if train_steps:
-            from scripts.train_demo import make_trained_hf_folder
+            from modelkit.demo.train import make_trained_hf_folder
 
             if arch != "llama":
                 raise SystemExit("--train-steps trains the demo model only (--window: Mistral)")
@@ -326,7 +326,7 @@ def build(
         if os.environ.get("KEEP_HF_DIR"):
             shutil.copytree(hf_dir, out / "hf", dirs_exist_ok=True)
     if record is not None:
-        from scripts.demo_check import check
+        from modelkit.demo.check import check
 
         record["check"] = check(out, template, seed)
         text = json.dumps(record, indent=1)

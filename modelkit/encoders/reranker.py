@@ -22,7 +22,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from encoder_build import SENTENCES, compare, export_onnx, wordpiece_tokenizer, write_expected
+from modelkit.encoders.common import (
+    SENTENCES,
+    compare,
+    export_onnx,
+    wordpiece_tokenizer,
+    write_expected,
+)
 
 MAX_LENGTH = 64
 QUERY = "what is the capital of france?"

@@ -46,7 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from build_model import corpus  # noqa: E402
+from modelkit.decoder import corpus  # noqa: E402
 
 SPECIAL_TOKENS = [
     "<|endoftext|>",

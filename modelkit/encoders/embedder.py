@@ -26,7 +26,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from encoder_build import SENTENCES, compare, export_onnx, wordpiece_tokenizer, write_expected
+from modelkit.encoders.common import (
+    SENTENCES,
+    compare,
+    export_onnx,
+    wordpiece_tokenizer,
+    write_expected,
+)
 
 # tiny: the committed test model. minilm: all-MiniLM-L6-v2's shape (random weights), for the
 # benchmark (bench/embed.py), built on demand and never committed.

@@ -3,7 +3,7 @@
 Chat and agent turns greedy (do they end, are their calls parseable and exactly right), and the
 plain prompts of ``PLAIN_PROMPTS`` with no template, greedy and sampled with seeds (does the
 model continue them). ``scripts/build_model.py`` runs it after a training run and writes the
-result into ``training.json``; ``python -m scripts.demo_check FOLDER`` runs it on any folder.
+result into ``training.json``; ``python -m modelkit.demo.check FOLDER`` runs it on any folder.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from scripts.agent_corpus import agent_corpus
-from scripts.plain_corpus import PLAIN_PROMPTS
-from scripts.train_demo import HELD_OUT_SEED_OFFSET, held_out, renderer
+from modelkit.demo.agent_corpus import agent_corpus
+from modelkit.demo.plain_corpus import PLAIN_PROMPTS
+from modelkit.demo.train import HELD_OUT_SEED_OFFSET, held_out, renderer
 
 LONG_CHECK_LINES = (150, 1500)  # the check's agent prompts: about 2,000 to 17,000 tokens
 EOS = 2  # <|im_end|>, the demo model's only end token
@@ -143,7 +143,7 @@ def _call(text: str) -> Any:
 
 
 def main() -> None:
-    from scripts.build_model import DEMO_TEMPLATE
+    from modelkit.decoder import DEMO_TEMPLATE
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("folder", type=Path, help="an exported demo model folder")

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from scripts.edit_corpus import KINDS, turn, turns
+from modelkit.copy_model.edit_corpus import KINDS, turn, turns
 
 pytestmark = pytest.mark.unit
 

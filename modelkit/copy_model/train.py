@@ -42,7 +42,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -61,7 +61,7 @@ HELD_OUT_SEED = 1_000_003
 
 
 def template() -> str:
-    return (ROOT / "scripts" / "chat_template.jinja").read_text()
+    return (ROOT / "modelkit" / "chat_template.jinja").read_text()
 
 
 def make_tokenizer(out: Path, seed: int) -> None:
@@ -71,9 +71,9 @@ def make_tokenizer(out: Path, seed: int) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from scripts.build_model import corpus
-    from scripts.edit_corpus import as_text, turns
-    from scripts.plain_corpus import plain_corpus
+    from modelkit.copy_model.edit_corpus import as_text, turns
+    from modelkit.decoder import corpus
+    from modelkit.demo.plain_corpus import plain_corpus
 
     texts = corpus() + [as_text(m, a) for m, a in turns(20000, seed)] + plain_corpus(20000, seed)
     tok = Tokenizer(models.BPE())
@@ -105,8 +105,8 @@ def encoded(tok_dir: Path, n: int, seed: int) -> list[tuple[list[int], int]]:
     as the server tokenizes a prompt and the model then writes the answer."""
     from tokenizers import Tokenizer
 
-    from scripts.edit_corpus import turns
-    from scripts.train_demo import renderer
+    from modelkit.copy_model.edit_corpus import turns
+    from modelkit.demo.train import renderer
 
     render = renderer(template())
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
@@ -260,8 +260,8 @@ def greedy_check(model: Any, tok_dir: Path, device: str, n: int) -> dict[str, An
     import torch
     from tokenizers import Tokenizer
 
-    from scripts.edit_corpus import KINDS, turn
-    from scripts.train_demo import renderer
+    from modelkit.copy_model.edit_corpus import KINDS, turn
+    from modelkit.demo.train import renderer
 
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
     eos = tok.token_to_id("<|im_end|>")
@@ -346,7 +346,7 @@ def build(args: argparse.Namespace) -> None:
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    from scripts.build_model import run_builder
+    from modelkit.decoder import run_builder
 
     parts = sorted(args.run.glob("weights.bin.*"), key=lambda p: int(p.suffix[1:]))
     blob = (

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from scripts.agent_corpus import agent_corpus, copy_corpus
-from scripts.build_model import DEMO_TEMPLATE
-from scripts.demo_corpus import corpus
-from scripts.plain_corpus import PLAIN_PROMPTS, plain_corpus
-from scripts.train_demo import held_out_of, renderer
+from modelkit.decoder import DEMO_TEMPLATE
+from modelkit.demo.agent_corpus import agent_corpus, copy_corpus
+from modelkit.demo.corpus import corpus
+from modelkit.demo.plain_corpus import PLAIN_PROMPTS, plain_corpus
+from modelkit.demo.train import held_out_of, renderer
 
 pytestmark = pytest.mark.unit
 
