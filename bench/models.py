@@ -43,8 +43,8 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
     (accuracy level 4, every position's logits), "int4-acc0": int4 at the builder's default
     accuracy level, "fp32": fp32, "hf": the HF weights}.
     """
-    from backends.models.export import builder_options
     from bench.vocab import check
+    from modelkit.export import builder_options
 
     vocab_size = shape_vocab_size(shape)
     base = CACHE / "models" / f"{shape}-{MODELS_VERSION}"

@@ -13,7 +13,7 @@ from typing import TextIO
 
 import pytest
 
-import backends.models.export as export
+import modelkit.export as export
 from main_genai import main
 from schemas.settings import REPO_ROOT
 from tests.conftest import DEMO_CONTEXT
