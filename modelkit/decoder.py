@@ -9,19 +9,19 @@ trained locally on a built-in corpus, a ChatML chat template, then
 
 The weights are untrained (the model emits fluent-looking nonsense), except with
 ``--train-steps``: the committed demo model is trained on 2 CPU cores on a generated corpus
-(scripts/train_demo.py), so that it ends its turns and calls offered tools. ``--agent-turns N``
-adds N agent-shaped turns (scripts/agent_corpus.py: long system prompts with many tools, the
+(modelkit/demo/train.py), so that it ends its turns and calls offered tools. ``--agent-turns N``
+adds N agent-shaped turns (modelkit/demo/agent_corpus.py: long system prompts with many tools, the
 request last), at PoSE-spread positions over the whole context unless ``--window`` makes the
-model attend through a sliding window (then with scripts/demo_chat_template.jinja).
+model attend through a sliding window (then with modelkit/demo/chat_template.jinja).
 
 Needs the build-time packages in requirements-build.txt (torch, transformers, onnx, ...).
 
-    python scripts/build_model.py --shape demo-chat-256 --seed 1 --window 512 \\
+    python -m modelkit.decoder --shape demo-chat-256 --seed 1 --window 512 \\
         --copy-steps 3500 --train-steps 4500 --lr 1e-3 --agent-turns 12000 --agent-lines 4,40 \\
         --agent-max-tokens 1024 --agent-tools 28 --copying 0.25 --made-up 0.6 --copy-depth 7 \\
         --plain 0.3 --plain-steps 800 --plain-lr 2e-4 --out models/demo-llama
-    python scripts/build_model.py --shape smollm2-135m --precision int4 --out /tmp/bench
-    python scripts/build_model.py --arch gemma2 --out tests/models/gemma2
+    python -m modelkit.decoder --shape smollm2-135m --precision int4 --out /tmp/bench
+    python -m modelkit.decoder --arch gemma2 --out tests/models/gemma2
 """
 
 from __future__ import annotations
@@ -30,204 +30,25 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from modelkit.builder import run_builder
+from modelkit.chat_template import CHAT_TEMPLATE
+from modelkit.demo.check import check
+from modelkit.demo.template import DEMO_TEMPLATE
+from modelkit.demo.train import make_trained_hf_folder
+from modelkit.offline import quiet_threads
+from modelkit.shapes import ARCHS, SHAPES, arch_config_kwargs
+from modelkit.tokenizer import CHATML_SPECIAL, corpus, train_chatml_tokenizer
 
-# Llama-shaped configs. "demo" is small enough to commit (< 1 MB); the other two match
-# public models' shapes for realistic speed measurements.
-SHAPES: dict[str, dict[str, int]] = {
-    "demo": {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": 1024,
-        "max_position_embeddings": 2048,
-    },
-    # The demo model before the current one (128 wide, full attention, 1,000 steps), and the
-    # base of the window experiments in docs/models.md; a 64k context, 1 KiB of KV a token.
-    "demo-chat": {
-        "hidden_size": 128,
-        "intermediate_size": 256,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": 1024,
-        "max_position_embeddings": 65536,
-    },
-    # The committed demo model (models/demo-llama), with --window 512 and its recipe in
-    # docs/models.md: twice as wide (1.4M parameters, the same 1 KiB of KV cache a token).
-    "demo-chat-256": {
-        "hidden_size": 256,
-        "intermediate_size": 512,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "vocab_size": 1024,
-        "max_position_embeddings": 65536,
-    },
-    "smollm2-135m": {
-        "hidden_size": 576,
-        "intermediate_size": 1536,
-        "num_hidden_layers": 30,
-        "num_attention_heads": 9,
-        "num_key_value_heads": 3,
-        "vocab_size": 49152,
-        "max_position_embeddings": 8192,
-    },
-    "qwen2.5-0.5b": {
-        "hidden_size": 896,
-        "intermediate_size": 4864,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 14,
-        "num_key_value_heads": 2,
-        "vocab_size": 49152,
-        "max_position_embeddings": 8192,
-    },
-}
-
-# Decoder architectures: (transformers config class, model class, extra config kwargs).
-# The dimensions come from SHAPES; these kwargs only add what the architecture needs on top.
-# "llama" is the historical default and gets no extras (its build is unchanged).
-_WINDOW = 64  # small, so a short test prompt already runs past the sliding window
-ARCHS: dict[str, tuple[str, str, dict[str, object]]] = {
-    "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"use_sliding_window": False}),
-    # Qwen3's default head_dim is 128, not hidden/heads; it adds q/k RMSNorm.
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"use_sliding_window": False, "head_dim": None}),
-    # Phi-3 fuses qkv/gate-up projections; max == original max positions selects the plain
-    # (not LongRoPE) Phi-3 builder.
-    "phi3": ("Phi3Config", "Phi3ForCausalLM", {"original_max_position_embeddings": None}),
-    # Mistral slides its window over every layer, but transformers' MistralConfig has no
-    # `layer_types`, and without them the builder treats every layer as full attention and
-    # drops the window from the export: name every layer a sliding one explicitly.
-    "mistral": (
-        "MistralConfig",
-        "MistralForCausalLM",
-        {"head_dim": None, "sliding_window": _WINDOW, "layer_types": "sliding"},
-    ),
-    # Gemma scales the input embedding by sqrt(hidden_size): with random weights and a tied
-    # lm_head the residual stream is dominated by the current token's own embedding and
-    # greedy decoding echoes the last prompt token forever. Untied, the output varies.
-    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": None, "tie_word_embeddings": False}),
-    # Gemma-2: alternating sliding/full layers, attention and final logit soft-capping.
-    "gemma2": (
-        "Gemma2Config",
-        "Gemma2ForCausalLM",
-        {
-            "head_dim": None,
-            "tie_word_embeddings": False,
-            "query_pre_attn_scalar": None,
-            "sliding_window": _WINDOW,
-            "attn_logit_softcapping": 50.0,
-            "final_logit_softcapping": 30.0,
-        },
-    ),
-}
-
-
-def arch_config_kwargs(arch: str, params: dict[str, int]) -> dict[str, object]:
-    """Config kwargs specific to ``arch``, with placeholders (None) resolved from ``params``."""
-    head_dim = params["hidden_size"] // params["num_attention_heads"]
-    out: dict[str, object] = {}
-    for key, value in ARCHS[arch][2].items():
-        if key in ("head_dim", "query_pre_attn_scalar") and value is None:
-            value = head_dim
-        elif key == "original_max_position_embeddings" and value is None:
-            value = params["max_position_embeddings"]
-        elif key == "layer_types" and value == "sliding":
-            value = ["sliding_attention"] * params["num_hidden_layers"]
-        out[key] = value
-    return out
-
-
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-
-# ChatML with Qwen2.5's tool calling (<tool_call> JSON), so the tiny models can be given
-# tools; without tools it renders exactly the plain ChatML turns.
-CHAT_TEMPLATE = (Path(__file__).resolve().parent / "chat_template.jinja").read_text()
-# The demo model's (--window): the tools listed after the conversation, within its window.
-DEMO_TEMPLATE = (Path(__file__).resolve().parent / "demo" / "chat_template.jinja").read_text()
-
-_WORDS = (
-    "the a an of to in and is it that for on with as was by at from this be are or have not "
-    "model server token request stream answer question cache prompt reply chat user system "
-    "assistant hello world time fast slow small large onnx runtime engine thread queue batch "
-    "latency throughput first last next word line text code python data value number one two "
-    "three four five six seven eight nine ten hundred thousand good bad new old red blue green "
-    "sun moon star river mountain city house road tree bird fish water fire earth wind light "
-    "dark day night morning evening summer winter spring autumn music book story paper write "
-    "read speak listen think know learn teach build run walk open close start stop begin end"
-).split()
-
-
-def corpus(lines: int = 4000, seed: int = 0) -> list[str]:
-    """A deterministic pseudo-English corpus: enough to train a byte-level BPE."""
-    import random
-
-    rng = random.Random(seed)
-    out = []
-    for _ in range(lines):
-        n = rng.randint(4, 16)
-        sentence = " ".join(rng.choice(_WORDS) for _ in range(n))
-        out.append(sentence.capitalize() + rng.choice([".", "?", "!", ",", ":"]))
-    out += [f"{i} + {i + 1} = {2 * i + 1}" for i in range(200)]
-    return out
+SPECIAL_TOKENS = CHATML_SPECIAL
 
 
 def train_tokenizer(vocab_size: int, out_dir: Path) -> None:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(corpus(), trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<|endoftext|>",
-        eos_token="<|im_end|>",
-        unk_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(out_dir)
-
-
-def run_builder(
-    hf_dir: Path,
-    out: Path,
-    precision: str,
-    extra_options: list[str],
-    *,
-    cache_dir: Path,
-    quiet: bool = False,
-    device: str = "cpu",
-) -> None:
-    """The official onnxruntime-genai builder on a local HF folder, offline, for ``device``'s
-    execution provider (a CUDA build needs onnxruntime-genai-cuda and a GPU)."""
-    cmd = [
-        sys.executable, "-m", "onnxruntime_genai.models.builder",
-        "-i", str(hf_dir), "-o", str(out), "-p", precision, "-e", device, "-c", str(cache_dir),
-        "--extra_options", "hf_token=false", *extra_options,
-    ]  # fmt: skip
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if quiet else None)
+    """The decoders' tokenizer: a byte-level BPE on the pseudo-English corpus, ChatML."""
+    train_chatml_tokenizer(corpus(), vocab_size, CHAT_TEMPLATE, out_dir, SPECIAL_TOKENS)
 
 
 def make_hf_folder(
@@ -297,12 +118,10 @@ def build(
         hf_dir = Path(tmp) / "hf"
         record = None
         if train_steps:
-            from modelkit.demo.train import make_trained_hf_folder
-
             if arch != "llama":
                 raise SystemExit("--train-steps trains the demo model only (--window: Mistral)")
             # KEEP_HF_DIR also keeps the weights before a last (plain) phase, for
-            # scripts/plain_grid.py
+            # modelkit/demo/plain_grid.py
             keep = out / "hf-main" if os.environ.get("KEEP_HF_DIR") else None
             record = make_trained_hf_folder(
                 hf_dir, SHAPES[shape] | ({"max_position_embeddings": context} if context else {}),
@@ -326,15 +145,13 @@ def build(
         if os.environ.get("KEEP_HF_DIR"):
             shutil.copytree(hf_dir, out / "hf", dirs_exist_ok=True)
     if record is not None:
-        from modelkit.demo.check import check
-
         record["check"] = check(out, template, seed)
         text = json.dumps(record, indent=1)
         (out / "training.json").write_text(text + "\n")
         print("training record (also in training.json):\n" + text)
 
 
-# The options that make the training recipe, passed on to scripts/train_demo.py as they are.
+# The options that make the training recipe, passed on to modelkit/demo/train.py as they are.
 RECIPE = (
     "lr", "copying", "copy_steps", "chat_turns", "agent_turns", "batch_tokens", "window",
     "agent_lines", "agent_max_tokens", "copy_depth", "agent_tools", "made_up", "context",
@@ -382,7 +199,7 @@ def main() -> None:
         "--train-steps",
         type=int,
         default=0,
-        help="train the model this many steps on the generated chat corpus (scripts/train_demo.py)"
+        help="train the model this many steps on the generated chat corpus (modelkit/demo/train.py)"
         " instead of leaving its weights random; the demo model: --shape demo-chat"
         " --train-steps N",
     )
@@ -408,7 +225,7 @@ def main() -> None:
         type=int,
         default=0,
         help="train a Mistral-shaped demo model attending through a sliding window of this many"
-        " tokens, with the tools listed after the conversation (scripts/demo_chat_template.jinja)",
+        " tokens, with the tools listed after the conversation (modelkit/demo/chat_template.jinja)",
     )
     ap.add_argument(
         "--copying",
@@ -423,7 +240,7 @@ def main() -> None:
         "--copy-steps",
         type=int,
         default=0,
-        help="first train this many steps of 16 copy turns alone (scripts/agent_corpus.py)",
+        help="first train this many steps of 16 copy turns alone (modelkit/demo/agent_corpus.py)",
     )
     ap.add_argument(
         "--copy-depth", type=int, default=5, help="the most folders in a copy turn's path"
@@ -470,10 +287,7 @@ def main() -> None:
         " the embeddings stay as the main phase left them",
     )
     args = ap.parse_args()
-    # On a shared machine, torch's OpenMP threads spinning at each op's barrier wait for a
-    # partner the scheduler has put aside; sleeping waits give the same numbers, and were ten
-    # times faster under other jobs' load (docs/development.md). Set before torch loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    quiet_threads()
     mix = {name: getattr(args, name) for name in RECIPE}
     build(
         args.shape, args.precision, args.out, args.seed, args.init_range, args.arch,

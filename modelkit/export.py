@@ -14,7 +14,6 @@ import argparse
 import importlib.util
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +23,7 @@ from typing import TextIO
 
 from backends.errors import StartupError
 from backends.models.folder import inspect_model_folder
+from modelkit.builder import BuilderFailed, builder_command, stream_builder
 
 BUILD_PACKAGES = {  # import name -> what pip installs it as
     "torch": "torch",
@@ -110,16 +110,6 @@ def builder_options(
     return options
 
 
-def builder_command(
-    source: Path, out: Path, precision: str, device: str, options: list[str], cache: Path
-) -> list[str]:
-    return [
-        sys.executable, "-m", "onnxruntime_genai.models.builder",
-        "-i", str(source), "-o", str(out), "-p", precision, "-e", device, "-c", str(cache),
-        "--extra_options", *options,
-    ]  # fmt: skip
-
-
 def missing_build_packages() -> list[str]:
     return [pip for name, pip in BUILD_PACKAGES.items() if importlib.util.find_spec(name) is None]
 
@@ -170,41 +160,12 @@ def download(hub_id: str) -> Path:
         ) from None
 
 
-_PROGRESS_BAR = re.compile(r"\d+%\||^\d+it \[")
-_PER_NODE_LOG = re.compile(r"quantizer \[INFO\]")  # a line per MatMul: shown once
-
-
 def run_builder(command: list[str], log: TextIO) -> None:
-    """The builder in a subprocess, its output shown indented as it comes (its own progress
-    lines; of its progress bars, only the finished ones)."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
-    with subprocess.Popen(
-        command,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-    ) as proc:
-        assert proc.stdout is not None
-        tail: list[str] = []
-        quantizing = False
-        for line in proc.stdout:
-            line = line.rstrip()
-            if not line or line in tail[-1:]:
-                continue
-            tail = [*tail[-19:], line]
-            if _PER_NODE_LOG.search(line):
-                if not quantizing:
-                    print("      Quantizing the MatMul weights ...", file=log, flush=True)
-                quantizing = True
-            elif not _PROGRESS_BAR.search(line) or "100%|" in line:
-                print(f"      {line}", file=log, flush=True)
-        status = proc.wait()
-    if status != 0:
-        fallback = tail[-1] if tail else "see its output above"
-        last = next((t for t in reversed(tail) if "error" in t.lower()), fallback)
-        raise ExportError(f"the builder failed (exit status {status}): {last}")
+    """The kit's builder call, its output shown on ``log`` as it comes."""
+    try:
+        stream_builder(command, log)
+    except BuilderFailed as exc:
+        raise ExportError(str(exc)) from None
 
 
 def export(

@@ -1,12 +1,13 @@
 """The copy model: the benchmark's 135M shape (SmolLM2-135M's layers, a 49,152-token BPE),
 trained from random init on a GPU to edit files the way a coding agent asks
-(scripts/edit_corpus.py), so that ``python -m bench spec`` has a model whose answers copy.
+(modelkit/copy_model/edit_corpus.py), so that ``python -m bench spec`` has a model whose answers
+copy.
 
 Three steps, the middle one on a GPU machine:
 
-    python scripts/train_copy_model.py tokenizer --out copy-tok          # here, seconds
-    python scripts/train_copy_model.py train --tokenizer copy-tok --out run --seconds 330
-    python scripts/train_copy_model.py build --run run --tokenizer copy-tok --out models/copy-135m
+    python -m modelkit.copy_model.train tokenizer --out copy-tok          # here, seconds
+    python -m modelkit.copy_model.train train --tokenizer copy-tok --out run --seconds 330
+    python -m modelkit.copy_model.train build --run run --tokenizer copy-tok --out models/copy-135m
 
 ``train`` writes the trained weights as ``weights.bin`` (int8 with a scale per row for the
 matrices, float32 for the norms, zlib-compressed: small enough to carry back from a GPU
@@ -36,68 +37,33 @@ import math
 import os
 import random
 import struct
-import sys
 import time
 import zlib
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from modelkit.chat_template import CHAT_TEMPLATE
+from modelkit.shapes import SHAPES
+from modelkit.tokenizer import CHATML_SPECIAL, byte_level_bpe, corpus, save_chatml
 
-SHAPE = {  # scripts/build_model.py's "smollm2-135m"
-    "hidden_size": 576,
-    "intermediate_size": 1536,
-    "num_hidden_layers": 30,
-    "num_attention_heads": 9,
-    "num_key_value_heads": 3,
-    "vocab_size": 49152,
-    "max_position_embeddings": 8192,
-}
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+SHAPE = SHAPES["smollm2-135m"]
+SPECIAL_TOKENS = CHATML_SPECIAL
 MAX_TOKENS = 1024  # longer turns are dropped
 HELD_OUT_SEED = 1_000_003
 
 
-def template() -> str:
-    return (ROOT / "modelkit" / "chat_template.jinja").read_text()
-
-
 def make_tokenizer(out: Path, seed: int) -> None:
     """A byte-level BPE of SHAPE's vocabulary size on the turns' texts, plain texts and the
-    pseudo-English of scripts/build_model.py (the random words of the free turns and plain
+    pseudo-English of modelkit/tokenizer.py (the random words of the free turns and plain
     texts give it enough words to fill the vocabulary)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
     from modelkit.copy_model.edit_corpus import as_text, turns
-    from modelkit.decoder import corpus
     from modelkit.demo.plain_corpus import plain_corpus
 
     texts = corpus() + [as_text(m, a) for m, a in turns(20000, seed)] + plain_corpus(20000, seed)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=SHAPE["vocab_size"],
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
+    tok = byte_level_bpe(texts, SHAPE["vocab_size"], CHATML_SPECIAL)
     if tok.get_vocab_size() != SHAPE["vocab_size"]:
         raise SystemExit(f"the tokenizer has {tok.get_vocab_size()} tokens, not the shape's")
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<|endoftext|>",
-        eos_token="<|im_end|>",
-        unk_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-    )
-    fast.chat_template = template()
-    fast.save_pretrained(out)
+    save_chatml(tok, CHAT_TEMPLATE, out)
 
 
 def encoded(tok_dir: Path, n: int, seed: int) -> list[tuple[list[int], int]]:
@@ -106,9 +72,9 @@ def encoded(tok_dir: Path, n: int, seed: int) -> list[tuple[list[int], int]]:
     from tokenizers import Tokenizer
 
     from modelkit.copy_model.edit_corpus import turns
-    from modelkit.demo.train import renderer
+    from modelkit.demo.template import renderer
 
-    render = renderer(template())
+    render = renderer(CHAT_TEMPLATE)
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
     pairs = [
         (render(m, None), a.removesuffix("<|im_end|>") + "<|im_end|>") for m, a in turns(n, seed)
@@ -261,11 +227,11 @@ def greedy_check(model: Any, tok_dir: Path, device: str, n: int) -> dict[str, An
     from tokenizers import Tokenizer
 
     from modelkit.copy_model.edit_corpus import KINDS, turn
-    from modelkit.demo.train import renderer
+    from modelkit.demo.template import renderer
 
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
     eos = tok.token_to_id("<|im_end|>")
-    render = renderer(template())
+    render = renderer(CHAT_TEMPLATE)
     rng = random.Random(HELD_OUT_SEED)
     out: dict[str, Any] = {}
     for kind in KINDS:
@@ -346,7 +312,7 @@ def build(args: argparse.Namespace) -> None:
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    from modelkit.decoder import run_builder
+    from modelkit.builder import run_builder
 
     parts = sorted(args.run.glob("weights.bin.*"), key=lambda p: int(p.suffix[1:]))
     blob = (
@@ -371,7 +337,7 @@ def build(args: argparse.Namespace) -> None:
             out = args.out / precision
             extra = ["int4_accuracy_level=4"] if precision == "int4" else []
             run_builder(hf, out, precision, extra, cache_dir=Path(tmp) / "cache")
-            (out / "chat_template.jinja").write_text(template())
+            (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
             if (args.run / "train.json").exists():
                 (out / "train.json").write_text((args.run / "train.json").read_text())
 

@@ -14,7 +14,7 @@ unrelated tools. The reply is
 - a plain answer when the request needs no tool ("Say hello.").
 
 Each turn comes with the places where a PoSE-style training run may skip positions (see
-scripts/train_demo.py): inside the instructions and between the tools and the request.
+modelkit/demo/train.py): inside the instructions and between the tools and the request.
 """
 
 from __future__ import annotations
@@ -465,8 +465,8 @@ def agent_corpus(
 
 
 if __name__ == "__main__":
-    from modelkit.decoder import CHAT_TEMPLATE
-    from modelkit.demo.train import renderer
+    from modelkit.chat_template import CHAT_TEMPLATE
+    from modelkit.demo.template import renderer
 
     for p, r in agent_corpus(renderer(CHAT_TEMPLATE), 3, 5, (5, 20)):
         print(p + r, "\n=========")

@@ -2,7 +2,7 @@
 
 Chat and agent turns greedy (do they end, are their calls parseable and exactly right), and the
 plain prompts of ``PLAIN_PROMPTS`` with no template, greedy and sampled with seeds (does the
-model continue them). ``scripts/build_model.py`` runs it after a training run and writes the
+model continue them). ``modelkit.decoder`` runs it after a training run and writes the
 result into ``training.json``; ``python -m modelkit.demo.check FOLDER`` runs it on any folder.
 """
 
@@ -16,7 +16,8 @@ from typing import Any
 
 from modelkit.demo.agent_corpus import agent_corpus
 from modelkit.demo.plain_corpus import PLAIN_PROMPTS
-from modelkit.demo.train import HELD_OUT_SEED_OFFSET, held_out, renderer
+from modelkit.demo.template import DEMO_TEMPLATE, renderer
+from modelkit.demo.train import HELD_OUT_SEED_OFFSET, held_out
 
 LONG_CHECK_LINES = (150, 1500)  # the check's agent prompts: about 2,000 to 17,000 tokens
 EOS = 2  # <|im_end|>, the demo model's only end token
@@ -143,8 +144,6 @@ def _call(text: str) -> Any:
 
 
 def main() -> None:
-    from modelkit.decoder import DEMO_TEMPLATE
-
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("folder", type=Path, help="an exported demo model folder")
     ap.add_argument("--seed", type=int, default=1, help="the build's seed (held-out prompts)")

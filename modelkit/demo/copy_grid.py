@@ -3,7 +3,7 @@ sliding-window Mistral shapes from scratch on "Repeat exactly: <made-up path-lik
 alone and prints, every sixth of the run, the reply loss and the share of 64 fresh strings copied
 exactly (greedy). Needs torch and transformers (requirements-build.txt); a GPU makes it minutes.
 
-    python scripts/copy_grid.py
+    python -m modelkit.demo.copy_grid
 """
 
 from __future__ import annotations

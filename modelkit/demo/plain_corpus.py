@@ -9,7 +9,7 @@ Trained on all its tokens, it teaches the difference that matters: without ``<|i
 before it, the same request is text to continue, not a turn to close.
 
 ``PLAIN_PROMPTS`` are the plain prompts the tests and the build's check use; no training text
-may contain one (scripts/train_demo.py refuses such a corpus). Same seed, same texts.
+may contain one (modelkit/demo/train.py refuses such a corpus). Same seed, same texts.
 """
 
 from __future__ import annotations

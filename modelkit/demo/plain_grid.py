@@ -1,36 +1,32 @@
 """Which last phase teaches the demo model plain continuation and keeps what it does? Starts
-from a build's trained weights before any plain phase (a ``scripts/build_model.py`` run with
+from a build's trained weights before any plain phase (a ``modelkit.decoder`` run with
 ``KEEP_HF_DIR=1``: its folder holds ``training.json`` and ``hf-main/``, the weights before its
 plain phase, or ``hf/`` if it had none), runs the plain phase of ``--plain SHARE --plain-steps
 N --plain-lr LR`` (and ``--plain-mlp-only``) for each candidate, exports it with the build's own
-builder call and runs the build's check (scripts/demo_check.py).
+builder call and runs the build's check (modelkit/demo/check.py).
 
-The phase is the build's own (scripts/train_demo.py's ``plain_phase`` on the same examples,
+The phase is the build's own (modelkit/demo/train.py's ``plain_phase`` on the same examples,
 regenerated from the record's recipe), so a full build with the same options gives the same
 model on the same machine: each candidate predicts it, in minutes instead of a full build.
 
-    KEEP_HF_DIR=1 python scripts/build_model.py <the committed recipe> --out BASE
-    python scripts/plain_grid.py BASE --try 600,0.1,3e-4 --try 300,0.1,1e-4 --out GRID
+    KEEP_HF_DIR=1 python -m modelkit.decoder <the committed recipe> --out BASE
+    python -m modelkit.demo.plain_grid BASE --try 600,0.1,3e-4 --try 300,0.1,1e-4 --out GRID
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from modelkit.decoder import DEMO_TEMPLATE, run_builder  # noqa: E402
-from modelkit.demo.check import check  # noqa: E402
-from modelkit.demo.train import plain_phase, training_data  # noqa: E402
+from modelkit.builder import run_builder
+from modelkit.demo.check import check
+from modelkit.demo.template import DEMO_TEMPLATE
+from modelkit.demo.train import plain_phase, training_data
+from modelkit.offline import quiet_threads
 
 
 def base_turns(base: Path, turns: tuple[int, int]) -> tuple[Any, list[Any], dict[str, Any]]:
@@ -107,7 +103,7 @@ def main() -> None:
     ap.add_argument("--chat-turns", type=int, default=12000, help="the base recipe's")
     ap.add_argument("--agent-turns", type=int, default=12000, help="the base recipe's")
     args = ap.parse_args()
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as scripts/build_model.py
+    quiet_threads()  # as modelkit.decoder
     tok, data, record = base_turns(args.base, (args.chat_turns, args.agent_turns))
     for spec in args.tries:
         steps, share, lr, *mlp = spec.split(",")

@@ -1,4 +1,4 @@
-"""The demo model's short training run: a seeded corpus (scripts/demo_corpus.py), a BPE tokenizer
+"""The demo model's short training run: a seeded corpus (modelkit/demo/corpus.py), a BPE tokenizer
 trained on it, then a few minutes of AdamW on 2 CPU cores, loss on the replies only.
 
 Deterministic for a seed on one machine (torch's deterministic algorithms, fixed thread count,
@@ -7,7 +7,6 @@ no time-based stopping); another CPU kind may differ in the last bits of the flo
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -18,9 +17,12 @@ from typing import Any
 from modelkit.demo.agent_corpus import agent_corpus, copy_corpus
 from modelkit.demo.corpus import corpus
 from modelkit.demo.plain_corpus import PLAIN_PROMPTS, plain_corpus
+from modelkit.demo.template import renderer
+from modelkit.shapes import arch_config_kwargs
+from modelkit.tokenizer import train_chatml_tokenizer
 
 TRAIN_CONVERSATIONS = 12000
-AGENT_CONVERSATIONS = 0  # agent-shaped turns (scripts/agent_corpus.py), PoSE positions
+AGENT_CONVERSATIONS = 0  # agent-shaped turns (modelkit/demo/agent_corpus.py), PoSE positions
 AGENT_LINES = (4, 16)  # lines of instructions in a training agent turn's system prompt
 AGENT_MAX_TOKENS = 2048
 CONTEXT = 65536  # the positions the agent turns are spread over
@@ -33,20 +35,6 @@ PROMPT_WEIGHT = 0.1  # prompt tokens teach the language a little; the replies ar
 # Where to train: the build trains on the CPU; "cuda" makes a recipe search minutes on a GPU
 # (deterministic there too, but not bit-equal to the CPU's run).
 DEVICE = os.environ.get("DEMO_TRAIN_DEVICE", "cpu")
-
-
-def renderer(template: str) -> Any:
-    """The chat template rendered as Hugging Face's apply_chat_template (and the server) do."""
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.filters["tojson"] = lambda v, indent=None: json.dumps(v, ensure_ascii=False, indent=indent)
-    compiled = env.from_string(template)
-
-    def render(messages: list[dict[str, Any]], tools: Any) -> str:
-        return compiled.render(messages=messages, tools=tools, add_generation_prompt=True)
-
-    return render
 
 
 Example = tuple[list[int], int, list[int] | None]  # ids, where the reply starts, position ids
@@ -203,32 +191,10 @@ def write_training_tokenizer(
 ) -> None:
     """A byte-level BPE trained on the corpus's texts (prompts and replies; with ``agent``, on
     300 agent turns too), with the template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
     pairs = corpus(renderer(template), 3000, seed)
     if agent:
         pairs += agent_corpus(renderer(template), 300, seed + 7, AGENT_LINES)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=special,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator([p + r for p, r in pairs], trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<|endoftext|>",
-        eos_token="<|im_end|>",
-        unk_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-    )
-    fast.chat_template = template
-    fast.save_pretrained(out_dir)
+    train_chatml_tokenizer([p + r for p, r in pairs], vocab_size, template, out_dir, special)
 
 
 def held_out(template: str, seed: int, n: int) -> list[tuple[str, str]]:
@@ -273,7 +239,7 @@ def training_data(
 
 
 def plain_data(tok: Any, share: float, beside: int, seed: int) -> list[Example]:
-    """Plain texts (no template, scripts/demo_corpus.py) that make ``share`` of a data set with
+    """Plain texts (no template, modelkit/demo/corpus.py) that make ``share`` of a data set with
     ``beside`` other examples, each trained on all its tokens (it starts its own reply)."""
     n = round(beside * share / (1 - share))
     texts = [("", text) for text in plain_corpus(n, seed + PLAIN_SEED_OFFSET)]
@@ -341,7 +307,7 @@ def make_trained_hf_folder(
     ``plain``, that share of plain texts: in a last phase of ``plain_steps`` steps at
     ``plain_lr`` (default ``lr``) beside the main phase's turns, training only the last layer's
     MLP with ``plain_mlp_only``, or without ``plain_steps`` among the main phase's turns.
-    ``keep_main``: where to save the weights before the last phase too (scripts/plain_grid.py
+    ``keep_main``: where to save the weights before the last phase too (modelkit/demo/plain_grid.py
     tries other last phases on them)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -371,8 +337,6 @@ def make_trained_hf_folder(
     }
     if window:
         from transformers import MistralConfig, MistralForCausalLM
-
-        from modelkit.decoder import arch_config_kwargs
 
         mistral: dict[str, Any] = arch_config_kwargs("mistral", params) | {"sliding_window": window}
         model: Any = MistralForCausalLM(MistralConfig(**sizes, **common, **mistral))

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from modelkit.decoder import DEMO_TEMPLATE
 from modelkit.demo.agent_corpus import agent_corpus, copy_corpus
 from modelkit.demo.corpus import corpus
 from modelkit.demo.plain_corpus import PLAIN_PROMPTS, plain_corpus
-from modelkit.demo.train import held_out_of, renderer
+from modelkit.demo.template import DEMO_TEMPLATE, renderer
+from modelkit.demo.train import held_out_of
 
 pytestmark = pytest.mark.unit
 

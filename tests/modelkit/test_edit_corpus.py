@@ -1,6 +1,6 @@
-"""The copy model's training turns (scripts/edit_corpus.py): an edit's answer is the file with
-exactly the change asked for, a diff's answer is that change as a unified diff that applies,
-and the turns are seeded."""
+"""The copy model's training turns (modelkit/copy_model/edit_corpus.py): an edit's answer is
+the file with exactly the change asked for, a diff's answer is that change as a unified diff
+that applies, and the turns are seeded."""
 
 from __future__ import annotations
 
