@@ -1,6 +1,6 @@
 """Build the demo model with switchable LoRA adapters, offline: tests/models/demo-lora.
 
-The base is the demo model of ``scripts/build_model.py`` (``--shape demo``, Llama, seed 1234,
+The base is the demo model of ``modelkit.decoder`` (``--shape demo``, Llama, seed 1234,
 int4), exported by the official builder with a PEFT LoRA (rank 4 on every linear layer of
 every decoder layer) whose B matrices are zero, so that without an adapter it computes exactly
 what the plain demo model computes. The LoRA MatMuls stay fp32 (``nodes_to_exclude``): int4
@@ -24,25 +24,23 @@ its baked-in export, greedy, token for token, and records those outputs in expec
 
 Needs the build-time packages (requirements-build.txt, peft included):
 
-    python scripts/build_adapter.py --out tests/models/demo-lora
+    python -m modelkit.adapter --out tests/models/demo-lora
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from modelkit.decoder import CHAT_TEMPLATE, SHAPES, make_hf_folder, run_builder  # noqa: E402
+from modelkit.builder import run_builder
+from modelkit.chat_template import CHAT_TEMPLATE
+from modelkit.decoder import make_hf_folder
+from modelkit.expected import write_expected
+from modelkit.shapes import SHAPES
 
 # name -> seed of its random LoRA weights.
 ADAPTERS = {"pirate": 1, "poet": 2}
@@ -235,7 +233,7 @@ def build(out: Path, seed: int, init_range: float) -> None:
                 raise SystemExit(f"adapter {name} differs from the export with it baked in")
             if expected[name] == expected["base"]:
                 raise SystemExit(f"adapter {name} does not change the greedy output")
-    (out / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+    write_expected(out, expected)
     size = sum(p.stat().st_size for p in out.iterdir())
     print(f"wrote {out} ({size / 1024:.0f} KiB) in {time.monotonic() - started:.0f} s")
 

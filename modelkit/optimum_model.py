@@ -3,7 +3,7 @@ community exports (onnx-community/*-ONNX, transformers.js): the Hugging Face fil
 (config.json, generation_config.json, tokenizer files, here also the weights) and the ONNX
 decoder with past key values under onnx/.
 
-The model is a random-weight Llama with a locally trained tokenizer (as scripts/build_model.py
+The model is a random-weight Llama with a locally trained tokenizer (as modelkit/decoder.py
 makes them, smaller), exported by Optimum (``optimum-onnx``, task text-generation-with-past).
 The greedy ``generate()`` output of the Hugging Face weights on a few prompts is recorded in
 expected.json: the server must reproduce it token for token from the ONNX export.
@@ -12,23 +12,20 @@ Optimum-onnx pins an older transformers than requirements-build.txt, so use a se
 
     python -m venv /tmp/optimum-venv
     /tmp/optimum-venv/bin/pip install torch==2.13.0 optimum-onnx tokenizers
-    /tmp/optimum-venv/bin/python scripts/build_optimum_model.py --out tests/hub_models/optimum-llama
+    /tmp/optimum-venv/bin/python -m modelkit.optimum_model --out tests/hub_models/optimum-llama
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from modelkit import cli
+from modelkit.decoder import train_tokenizer
+from modelkit.expected import compare, read_expected, report, write_expected
+from modelkit.offline import go_offline
 
 # Small enough to commit (the ONNX file and the weights together stay well under 1 MB), with
 # fewer KV heads than attention heads so that inferring one from the other would be wrong.
@@ -117,8 +114,6 @@ def build(out: Path, seed: int, init_range: float) -> None:
     from optimum.exporters.onnx import main_export
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from modelkit.decoder import train_tokenizer
-
     params = dict(SHAPE)
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = Path(tmp) / "hf"
@@ -141,7 +136,7 @@ def build(out: Path, seed: int, init_range: float) -> None:
         tokenizer.save_pretrained(hf_dir)
 
         export_dir = Path(tmp) / "onnx"
-        os.environ["HF_HUB_OFFLINE"] = "1"
+        go_offline()
         main_export(
             str(hf_dir),
             output=export_dir,
@@ -157,33 +152,24 @@ def build(out: Path, seed: int, init_range: float) -> None:
         for path in export_dir.iterdir():
             if path.name.startswith("model.onnx"):  # the graph and any external data
                 shutil.copy2(path, out / "onnx" / path.name)
-    expected = expected_outputs(out)
-    (out / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+    write_expected(out, expected_outputs(out))
     print(f"wrote {out}")
 
 
+def check(out: Path) -> int:
+    """The greedy outputs re-derived from the weights in ``out`` (all but the oracle's name)."""
+    recorded = read_expected(out)
+    derived = expected_outputs(out, recorded["max_new_tokens"])
+    keys = [k for k in recorded if k != "oracle"]
+    return report(compare(recorded, derived, keys=keys))
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--out", type=Path, required=True)
+    ap = cli.parser(__doc__, "only re-derive expected.json from the weights in --out and compare")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--init-range", type=float, default=0.2, help="std of the random weights")
-    ap.add_argument(
-        "--check",
-        action="store_true",
-        help="only re-derive expected.json from the weights in --out and compare",
-    )
     args = ap.parse_args()
-    if args.check:
-        recorded = json.loads((args.out / "expected.json").read_text())
-        derived = expected_outputs(args.out, recorded["max_new_tokens"])
-        same = {k: v for k, v in derived.items() if k != "oracle"} == {
-            k: v for k, v in recorded.items() if k != "oracle"
-        }
-        print("expected.json matches the weights" if same else "expected.json DIFFERS")
-        sys.exit(0 if same else 1)
-    build(args.out, args.seed, args.init_range)
+    cli.build_or_check(args, lambda: build(args.out, args.seed, args.init_range), check)
 
 
 if __name__ == "__main__":

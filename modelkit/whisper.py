@@ -13,26 +13,27 @@ preprocessor_config.json, the weights) so the oracle can be re-derived, a few sy
 under samples/ (wav, flac, mp3), and expected.json: Hugging Face ``generate()`` (greedy) on each
 clip, and how far onnxruntime-genai's audio features are from ``WhisperFeatureExtractor``'s.
 
-    python scripts/build_whisper.py --out tests/hub_models/whisper-tiny
-    python scripts/build_whisper.py --out tests/hub_models/whisper-tiny --check
-    python scripts/build_whisper.py --shape tiny --out /some/folder   # benchmark size
+    python -m modelkit.whisper --out tests/hub_models/whisper-tiny
+    python -m modelkit.whisper --out tests/hub_models/whisper-tiny --check
+    python -m modelkit.whisper --shape tiny --out /some/folder   # benchmark size
 
 Needs the build-time packages in requirements-build.txt (torch, transformers, soundfile, ...).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from modelkit import cli
+from modelkit.builder import run_builder
+from modelkit.expected import compare, read_expected, report, write_expected
+from modelkit.tokenizer import byte_level_bpe, corpus
+
+CHECKED = ("transcriptions", "prompted")  # what --check re-derives
 
 SHAPE = {
     "num_mel_bins": 80,
@@ -93,20 +94,9 @@ def special_tokens(languages: list[str]) -> tuple[list[str], list[str]]:
 
 
 def make_tokenizer(out_dir: Path, languages: list[str], text_tokens: int = BPE_VOCAB) -> Any:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AddedToken, WhisperTokenizer
 
-    from modelkit.decoder import corpus
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=BPE_VOCAB,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator(corpus(), trainer=trainer)
+    bpe = byte_level_bpe(corpus(), BPE_VOCAB, byte_level_post=False)
     model = json.loads(bpe.to_str())["model"]
     for i in range(len(model["vocab"]), text_tokens):  # fillers no merge ever produces
         model["vocab"][f"\u0120<filler{i}>"] = i
@@ -343,8 +333,6 @@ def expected_outputs(folder: Path) -> dict[str, Any]:
 
 
 def build(out: Path, seed: int, init_std: float, shape: str = "test") -> None:
-    from modelkit.decoder import run_builder
-
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = Path(tmp) / "hf"
         make_hf_folder(hf_dir, seed, init_std, shape)
@@ -358,20 +346,19 @@ def build(out: Path, seed: int, init_std: float, shape: str = "test") -> None:
         print(f"wrote {out}")
         return
     write_samples(out / "samples")
-    (out / "expected.json").write_text(json.dumps(expected_outputs(out), indent=1) + "\n")
+    write_expected(out, expected_outputs(out))
     print(f"wrote {out}")
 
 
+def check(out: Path) -> int:
+    """The oracle's transcriptions re-derived from the weights in ``out``."""
+    return report(compare(read_expected(out), expected_outputs(out), keys=CHECKED))
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--out", type=Path, required=True)
+    ap = cli.parser(__doc__)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--init-std", type=float, default=0.2, help="std of the random weights")
-    ap.add_argument(
-        "--check", action="store_true", help="re-derive expected.json from --out and compare"
-    )
     ap.add_argument(
         "--shape",
         choices=["test", "tiny"],
@@ -379,13 +366,7 @@ def main() -> None:
         help="test: the committed model (with clips and oracle); tiny: whisper-tiny's dimensions",
     )
     args = ap.parse_args()
-    if args.check:
-        recorded = json.loads((args.out / "expected.json").read_text())
-        derived = expected_outputs(args.out)
-        same = all(derived[k] == recorded[k] for k in ("transcriptions", "prompted"))
-        print("expected.json matches the weights" if same else "expected.json DIFFERS")
-        sys.exit(0 if same else 1)
-    build(args.out, args.seed, args.init_std, args.shape)
+    cli.build_or_check(args, lambda: build(args.out, args.seed, args.init_std, args.shape), check)
 
 
 if __name__ == "__main__":

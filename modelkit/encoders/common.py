@@ -1,17 +1,23 @@
-"""What the three encoder build scripts share: a locally trained tokenizer, a torch.onnx
-export of a Hugging Face model, and the expected-values record.
+"""What the three encoder builds share: a locally trained tokenizer, a torch.onnx
+export of a Hugging Face model, and the command line with its check of expected.json.
 
-Build-time only (torch, transformers, sentence-transformers): see scripts/build_embedder.py.
+Build-time only (torch, transformers, sentence-transformers): see modelkit/encoders/embedder.py.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from modelkit import cli
+from modelkit.expected import compare, read_expected, report
+from modelkit.tokenizer import byte_level_bpe
+
 SEED = 0
+DIGITS = 7  # expected.json keeps the floats to this many decimals
 
 _WORDS = (
     "the a an of to in on at for with from by about river city mountain sea sky sun moon star "
@@ -78,20 +84,11 @@ def wordpiece_tokenizer(vocab_size: int, max_length: int, out_dir: Path) -> None
 def bpe_tokenizer(vocab_size: int, max_length: int, out_dir: Path) -> None:
     """A byte-level BPE (Qwen-like) whose post-processor appends <|endoftext|>, as
     Qwen3-Embedding's tokenizer does: the last token, which last-token pooling reads."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
     eos = "<|endoftext|>"
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[eos],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(corpus(), trainer=trainer)
+    tok = byte_level_bpe(corpus(), vocab_size, [eos], byte_level_post=False)
     eos_id = tok.token_to_id(eos)
     tok.post_processor = processors.Sequence(
         [
@@ -149,30 +146,21 @@ def export_onnx(model: Any, inputs: list[str], output: str, path: Path, vocab: i
     model.eval()  # the exporter restores the wrapper's (training) mode on the model
 
 
-def write_expected(out_dir: Path, record: dict[str, Any]) -> None:
-    def rounded(value: Any) -> Any:
-        if isinstance(value, float):
-            return round(value, 7)
-        if isinstance(value, list):
-            return [rounded(v) for v in value]
-        if isinstance(value, dict):
-            return {k: rounded(v) for k, v in value.items()}
-        return value
-
-    text = json.dumps(rounded(record), indent=1) + "\n"
-    (out_dir / "expected.json").write_text(text, encoding="utf-8")
+def check(out: Path, record_of: Callable[[Path], dict[str, Any]]) -> int:
+    """``expected.json`` in ``out`` re-derived by ``record_of`` (from the weights there)."""
+    return report(compare(read_expected(out), record_of(out)))
 
 
-def compare(expected: dict[str, Any], got: dict[str, Any], tol: float = 1e-5) -> list[str]:
-    """Where a re-derived record differs from the committed one (for --check)."""
-    import numpy as np
-
-    problems = []
-    for key, want in expected.items():
-        have = got.get(key)
-        if isinstance(want, list) and want and isinstance(want[0], list | float):
-            if np.max(np.abs(np.asarray(want) - np.asarray(have))) > tol:
-                problems.append(key)
-        elif want != have:
-            problems.append(key)
-    return problems
+def main(
+    doc: str | None,
+    build: Callable[[argparse.Namespace], None],
+    record_of: Callable[[Path], dict[str, Any]],
+    shapes: Sequence[str] = (),
+) -> None:
+    """An encoder build's command line: ``--out`` (and ``--shape`` where there are several),
+    or ``--check``."""
+    ap = cli.parser(doc, "re-derive expected.json")
+    if shapes:
+        ap.add_argument("--shape", choices=sorted(shapes), default=shapes[0])
+    args = ap.parse_args()
+    cli.build_or_check(args, lambda: build(args), lambda out: check(out, record_of))

@@ -9,22 +9,19 @@ ONNX graph at onnx/model.onnx (input_ids, attention_mask -> last_hidden_state).
 
 Build-time dependencies: torch==2.13.0, transformers, sentence-transformers.
 
-    python scripts/build_decoder_embedder.py --out tests/hub_models/decoder-embedder
-    python scripts/build_decoder_embedder.py --out tests/hub_models/decoder-embedder --check
+    python -m modelkit.encoders.decoder_embedder --out tests/hub_models/decoder-embedder
+    python -m modelkit.encoders.decoder_embedder --out tests/hub_models/decoder-embedder --check
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from modelkit.encoders.common import SENTENCES, bpe_tokenizer, compare, export_onnx, write_expected
+from modelkit.encoders import common
+from modelkit.encoders.common import DIGITS, SENTENCES, bpe_tokenizer, export_onnx
+from modelkit.expected import write_expected
 
 MAX_LENGTH = 64
 PROMPTS = {"query": "Instruct: Given a question, retrieve passages that answer it\nQuery: "}
@@ -80,27 +77,17 @@ def build(out: Path) -> None:
         out / "onnx" / "model.onnx",
         512,
     )
-    write_expected(out, record(model))
+    write_expected(out, record(model), DIGITS)
 
 
-def check(out: Path) -> int:
+def record_of(out: Path) -> dict[str, Any]:
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(out), device="cpu")
-    expected = json.loads((out / "expected.json").read_text())
-    problems = compare(expected, json.loads(json.dumps(record(model))))
-    print("ok" if not problems else f"differs: {problems}")
-    return 1 if problems else 0
+    return record(SentenceTransformer(str(out), device="cpu"))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--check", action="store_true", help="re-derive expected.json")
-    args = parser.parse_args()
-    if args.check:
-        sys.exit(check(args.out))
-    build(args.out)
+    common.main(__doc__, lambda args: build(args.out), record_of)
 
 
 if __name__ == "__main__":

@@ -11,28 +11,19 @@ than 64 tokens truncated (what encode() does silently; the server only on reques
 
 Build-time dependencies (not the server's): torch==2.13.0, transformers, sentence-transformers.
 
-    python scripts/build_embedder.py --out tests/hub_models/st-embedder
-    python scripts/build_embedder.py --out tests/hub_models/st-embedder --check
+    python -m modelkit.encoders.embedder --out tests/hub_models/st-embedder
+    python -m modelkit.encoders.embedder --out tests/hub_models/st-embedder --check
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from modelkit.encoders.common import (
-    SENTENCES,
-    compare,
-    export_onnx,
-    wordpiece_tokenizer,
-    write_expected,
-)
+from modelkit.encoders import common
+from modelkit.encoders.common import DIGITS, SENTENCES, export_onnx, wordpiece_tokenizer
+from modelkit.expected import write_expected
 
 # tiny: the committed test model. minilm: all-MiniLM-L6-v2's shape (random weights), for the
 # benchmark (bench/embed.py), built on demand and never committed.
@@ -95,28 +86,17 @@ def build(out: Path, shape: str = "tiny") -> None:
         out / "onnx" / "model.onnx",
         min(512, bert.config.vocab_size),
     )
-    write_expected(out, record(model))
+    write_expected(out, record(model), DIGITS)
 
 
-def check(out: Path) -> int:
+def record_of(out: Path) -> dict[str, Any]:
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(out), device="cpu")
-    expected = json.loads((out / "expected.json").read_text())
-    problems = compare(expected, json.loads(json.dumps(record(model))))
-    print("ok" if not problems else f"differs: {problems}")
-    return 1 if problems else 0
+    return record(SentenceTransformer(str(out), device="cpu"))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--check", action="store_true", help="re-derive expected.json")
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
-    args = parser.parse_args()
-    if args.check:
-        sys.exit(check(args.out))
-    build(args.out, args.shape)
+    common.main(__doc__, lambda args: build(args.out, args.shape), record_of, list(SHAPES))
 
 
 if __name__ == "__main__":

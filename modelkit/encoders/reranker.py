@@ -8,27 +8,18 @@ pair ([CLS] query [SEP] document [SEP]).
 
 Build-time dependencies: torch==2.13.0, transformers.
 
-    python scripts/build_reranker.py --out tests/hub_models/reranker
-    python scripts/build_reranker.py --out tests/hub_models/reranker --check
+    python -m modelkit.encoders.reranker --out tests/hub_models/reranker
+    python -m modelkit.encoders.reranker --out tests/hub_models/reranker --check
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from modelkit.encoders.common import (
-    SENTENCES,
-    compare,
-    export_onnx,
-    wordpiece_tokenizer,
-    write_expected,
-)
+from modelkit.encoders import common
+from modelkit.encoders.common import DIGITS, SENTENCES, export_onnx, wordpiece_tokenizer
+from modelkit.expected import write_expected
 
 MAX_LENGTH = 64
 QUERY = "what is the capital of france?"
@@ -76,28 +67,18 @@ def build(out: Path) -> None:
         out / "onnx" / "model.onnx",
         512,
     )
-    write_expected(out, record(model, AutoTokenizer.from_pretrained(out)))
+    write_expected(out, record(model, AutoTokenizer.from_pretrained(out)), DIGITS)
 
 
-def check(out: Path) -> int:
+def record_of(out: Path) -> dict[str, Any]:
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     model = BertForSequenceClassification.from_pretrained(out).eval()
-    expected = json.loads((out / "expected.json").read_text())
-    got = json.loads(json.dumps(record(model, AutoTokenizer.from_pretrained(out))))
-    problems = compare(expected, got)
-    print("ok" if not problems else f"differs: {problems}")
-    return 1 if problems else 0
+    return record(model, AutoTokenizer.from_pretrained(out))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--check", action="store_true", help="re-derive expected.json")
-    args = parser.parse_args()
-    if args.check:
-        sys.exit(check(args.out))
-    build(args.out)
+    common.main(__doc__, lambda args: build(args.out), record_of)
 
 
 if __name__ == "__main__":
