@@ -7,7 +7,7 @@ Its fp32 copy copies just the same and runs on fp32 kernels, so tests can prove 
 speculation changes no output (tests/models/demo-fp32). ``--context`` trims the rotary
 caches and the context length, which keeps the folder small.
 
-    python scripts/dequantize_model.py models/demo-llama tests/models/demo-fp32 --context 4096
+    python -m modelkit.dequantize models/demo-llama tests/models/demo-fp32 --context 4096
 
 Needs ``onnx`` (requirements-build.txt).
 """

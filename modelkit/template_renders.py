@@ -7,7 +7,7 @@ special tokens come from tests/backends/chat/families/, the tokenizer is the dem
 (a template renders text; the vocabulary plays no part), and the output is written to
 tests/backends/chat/families/renders.json.
 
-    python scripts/record_template_renders.py
+    python -m modelkit.template_renders
 """
 
 from __future__ import annotations
