@@ -15,7 +15,7 @@ from schemas.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
-FIRST_PARTY = ("backends", "routes", "schemas", "metrics", "in_process")
+FIRST_PARTY = ("backends", "routes", "schemas", "metrics", "in_process", "modelkit")
 TOP_MODULES = ("app_onnx_genai", "main_genai")
 
 # What a package (and everything under it) must not import: a module path, or a prefix of one.
@@ -29,6 +29,7 @@ FORBIDDEN: dict[str, set[str]] = {
         "routes",
         "metrics",
         "in_process",
+        "modelkit",
     },
     # backends/: core > engine, chat > models > the shared vocabulary (errors, types, config).
     "backends.engine": {"backends.chat", "backends.core"},
@@ -39,9 +40,15 @@ FORBIDDEN: dict[str, set[str]] = {
     "backends.errors": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.types": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.config": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
-    "schemas": {"backends", "routes", "in_process", "metrics"},
-    "metrics": {"routes", "schemas", "in_process"},
-    "in_process": {"routes", "fastapi", "starlette", "app_onnx_genai", "main_genai"},
+    "schemas": {"backends", "routes", "in_process", "metrics", "modelkit"},
+    "metrics": {"routes", "schemas", "in_process", "modelkit"},
+    "in_process": {"routes", "fastapi", "starlette", "app_onnx_genai", "main_genai", "modelkit"},
+    # The model-building kit is build-time code: no server package imports it (only
+    # `main_genai.py export` does, on demand), and it imports none of the server's layers
+    # above the models (the Whisper build reads backends.speech's language codes).
+    "routes": {"modelkit"},
+    "app_onnx_genai": {"modelkit"},
+    "modelkit": {"routes", "schemas", "metrics", "in_process", "app_onnx_genai", "main_genai"},
     # The plumbing serves every protocol and knows none of them.
     "routes.http": {
         "routes.native",

@@ -1,5 +1,5 @@
 """The Whisper test model against its oracle (tests/hub_models/whisper-tiny/expected.json,
-recorded by scripts/build_whisper.py): onnxruntime-genai's audio features against
+recorded by modelkit/whisper.py): onnxruntime-genai's audio features against
 WhisperFeatureExtractor's, and the speech service's greedy tokens against Hugging Face
 ``WhisperForConditionalGeneration.generate()``, token for token."""
 
