@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["export"]:  # a subcommand with its own flags, not the server's
-        from backends.models.export import main as export_main
+        from modelkit.export import main as export_main
 
         return export_main(args[1:])
     overrides = parse_args(argv)

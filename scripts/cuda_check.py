@@ -1,8 +1,8 @@
 """The CUDA path on a GPU machine, in one run: what no test on a CPU machine can reach.
 
-    python scripts/build_model.py --shape smollm2-135m --precision fp16 --device cuda --paged \\
+    python -m modelkit.decoder --shape smollm2-135m --precision fp16 --device cuda --paged \\
         --out cuda-model
-    python scripts/build_model.py --shape smollm2-135m --precision fp16 --device cuda \\
+    python -m modelkit.decoder --shape smollm2-135m --precision fp16 --device cuda \\
         --out cuda-plain        # the same weights (same seed), for og.Generator
     python scripts/cuda_check.py --model cuda-model --plain cuda-plain --out r.json
 

@@ -15,7 +15,7 @@ from schemas.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
-FIRST_PARTY = ("backends", "routes", "schemas", "metrics", "in_process", "bench")
+FIRST_PARTY = ("backends", "routes", "schemas", "metrics", "in_process", "bench", "modelkit")
 TOP_MODULES = ("app_onnx_genai", "main_genai")
 
 # What a package (and everything under it) must not import: a module path, or a prefix of one.
@@ -30,6 +30,7 @@ FORBIDDEN: dict[str, set[str]] = {
         "metrics",
         "in_process",
         "bench",
+        "modelkit",
     },
     # backends/: core > engine, chat > models > the shared vocabulary (errors, types, config).
     "backends.engine": {"backends.chat", "backends.core"},
@@ -40,13 +41,33 @@ FORBIDDEN: dict[str, set[str]] = {
     "backends.errors": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.types": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.config": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
-    "schemas": {"backends", "routes", "in_process", "metrics", "bench"},
-    "metrics": {"routes", "schemas", "in_process", "bench"},
-    "in_process": {"routes", "fastapi", "starlette", "app_onnx_genai", "main_genai", "bench"},
-    # The server never imports its benchmark.
-    "routes": {"bench"},
-    "app_onnx_genai": {"bench"},
+    "schemas": {"backends", "routes", "in_process", "metrics", "bench", "modelkit"},
+    "metrics": {"routes", "schemas", "in_process", "bench", "modelkit"},
+    "in_process": {
+        "routes",
+        "fastapi",
+        "starlette",
+        "app_onnx_genai",
+        "main_genai",
+        "bench",
+        "modelkit",
+    },
+    # The server never imports its benchmark, nor the model-building kit: the kit is
+    # build-time code (only `main_genai.py export` imports it, on demand), and it imports none
+    # of the server's layers above the models (the Whisper build reads backends.speech's
+    # language codes).
+    "routes": {"bench", "modelkit"},
+    "app_onnx_genai": {"bench", "modelkit"},
     "main_genai": {"bench"},
+    "modelkit": {
+        "routes",
+        "schemas",
+        "metrics",
+        "in_process",
+        "app_onnx_genai",
+        "main_genai",
+        "bench",
+    },
     # bench/: the command line > benchmarks > probes, peers, reports > the harness. A report
     # and the harness know no benchmark; the harness knows no peer either.
     "bench.harness": {

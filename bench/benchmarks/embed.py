@@ -10,7 +10,7 @@ Side by side in one run, on the same weights and the same thread count:
 - **bare session**: a single short sentence through a plain ``InferenceSession.run`` (tokenize,
   run, pool, normalise) in this process, against the same sentence as one request to ours.
 
-The model is all-MiniLM-L6-v2's shape with random weights, built by scripts/build_embedder.py
+The model is all-MiniLM-L6-v2's shape with random weights, built by modelkit/encoders/embedder.py
 (needs torch and sentence-transformers: requirements-bench.txt); ``--smoke`` uses the tiny
 committed test embedder and fewer requests.
 """
@@ -63,7 +63,15 @@ def ensure_model(log: Any = print) -> Path:
     if not (CACHE / "onnx" / "model.onnx").is_file():
         log("building the MiniLM-shaped embedder (random weights) ...")
         subprocess.run(
-            [sys.executable, "scripts/build_embedder.py", "--out", str(CACHE), "--shape", "minilm"],
+            [
+                sys.executable,
+                "-m",
+                "modelkit.encoders.embedder",
+                "--out",
+                str(CACHE),
+                "--shape",
+                "minilm",
+            ],
             cwd=ROOT,
             check=True,
         )

@@ -3,7 +3,7 @@
 
 ``python -m bench transcribe`` (the committed test model) or ``--shape tiny`` (whisper-tiny's
 real dimensions and vocabulary, random weights, built offline once into bench/.cache/ with
-scripts/build_whisper.py: needs the requirements-build.txt packages). Each request gets a
+modelkit/whisper.py: needs the requirements-build.txt packages). Each request gets a
 fresh synthetic clip (its own seed); the two arms alternate, on the same thread settings.
 The real-time factor is processing seconds over audio seconds: under 1 is faster than real
 time. Random weights never say end-of-text, so every clip decodes the model's whole context
@@ -35,7 +35,7 @@ def model_folder(shape: str) -> Path:
     if not (folder / "genai_config.json").exists():
         print(f"building whisper-tiny's shape into {folder} ...", flush=True)
         subprocess.run(
-            [sys.executable, "scripts/build_whisper.py", "--shape", "tiny", "--out", str(folder)],
+            [sys.executable, "-m", "modelkit.whisper", "--shape", "tiny", "--out", str(folder)],
             check=True,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
@@ -46,7 +46,7 @@ def model_folder(shape: str) -> Path:
 def clip(seconds: float, seed: int) -> bytes:
     import soundfile as sf
 
-    from scripts.build_whisper import RATE, synth
+    from modelkit.whisper import RATE, synth
 
     out = io.BytesIO()
     sf.write(out, synth(seconds, seed), RATE, format="WAV", subtype="PCM_16")

@@ -1,6 +1,6 @@
 """Benchmark model folders, made offline once and cached under bench/.cache/.
 
-The int4 model is built by scripts/build_model.py (through ``python -m bench.harness.vocab``, which
+The int4 model is built by modelkit/decoder.py (through ``python -m bench.harness.vocab``, which
 pads the locally trained tokenizer to the shape's real vocabulary size, 49,152 for SmolLM2, so
 the LM head is full size) with the HF weights kept (``KEEP_HF_DIR``), so the other variants
 (fp32, int4 at the builder's default accuracy level) and the peers (transformers, llama.cpp,
@@ -28,7 +28,7 @@ _MODEL_FILES = ("model.onnx", "model.onnx.data", "tokenizer.json", "tokenizer_co
 
 
 def _builder(hf_dir: Path, out: Path, precision: str, extra: list[str]) -> None:
-    from scripts.build_model import run_builder
+    from modelkit.decoder import run_builder
 
     cache = out.parent / f".{out.name}-cache"
     run_builder(hf_dir, out, precision, extra, cache_dir=cache, quiet=True)
@@ -42,8 +42,8 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
     (accuracy level 4, every position's logits), "int4-acc0": int4 at the builder's default
     accuracy level, "fp32": fp32, "hf": the HF weights}.
     """
-    from backends.models.export import builder_options
     from bench.harness.vocab import check
+    from modelkit.export import builder_options
 
     vocab_size = shape_vocab_size(shape)
     base = CACHE / "models" / f"{shape}-{MODELS_VERSION}"
@@ -51,7 +51,7 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
     if not (int4 / "genai_config.json").exists() or not (int4 / "hf").exists():
         log(  # type: ignore[operator]
             f"building {shape} int4 (accuracy level 4, vocabulary {vocab_size}) with "
-            "scripts/build_model.py ..."
+            "modelkit/decoder.py ..."
         )
         shutil.rmtree(base, ignore_errors=True)
         subprocess.run(
@@ -84,10 +84,10 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
 
 
 def shape_vocab_size(shape: str) -> int:
-    """The real vocabulary size of ``shape`` (scripts/build_model.py's SHAPES)."""
+    """The real vocabulary size of ``shape`` (modelkit/decoder.py's SHAPES)."""
     sys.path.insert(0, str(ROOT))
     try:
-        from scripts.build_model import SHAPES
+        from modelkit.decoder import SHAPES
     finally:
         sys.path.remove(str(ROOT))
     return int(SHAPES[shape]["vocab_size"])

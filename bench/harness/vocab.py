@@ -1,6 +1,6 @@
 """The benchmark model's vocabulary at full size: the locally trained BPE, padded.
 
-The byte-level BPE that scripts/build_model.py trains on its small built-in corpus stops at
+The byte-level BPE that modelkit/decoder.py trains on its small built-in corpus stops at
 ~1,200 tokens, so a model built from it has a tiny LM head (the last matmul and the logits
 copy of every step), which flatters every engine. Here the trained tokenizer is padded with
 filler tokens up to the shape's real vocabulary size (49,152 for SmolLM2), so that
@@ -14,7 +14,7 @@ filler) and every tokenizer (onnxruntime-genai, Hugging Face, llama.cpp) decodes
 text (`` the model``), which re-encodes to two ordinary tokens in a later chat turn.
 
 ``python -m bench.harness.vocab --shape smollm2-135m --precision int4 --out DIR`` runs
-scripts/build_model.py (same options, defaults and weights) with its tokenizer padded.
+modelkit/decoder.py (same options, defaults and weights) with its tokenizer padded.
 """
 
 from __future__ import annotations
@@ -97,10 +97,10 @@ def _padded(train: Callable[[int, Path], None]) -> Callable[[int, Path], None]:
 
 
 def main(argv: list[str]) -> None:
-    """scripts/build_model.py's command line, with the tokenizer padded to full size; then
+    """modelkit/decoder.py's command line, with the tokenizer padded to full size; then
     checks that the tokenizer, the HF config and the export agree on that size."""
     sys.path.insert(0, str(ROOT))
-    import scripts.build_model as build_model
+    import modelkit.decoder as build_model
 
     build_model.train_tokenizer = _padded(build_model.train_tokenizer)  # type: ignore[assignment]
     sys.argv = ["build_model.py", *argv]

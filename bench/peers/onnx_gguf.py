@@ -2,7 +2,7 @@
 
 The demo model has no Hugging Face checkpoint beside it (it was trained and built in one go),
 so the GGUF is written from its ONNX graph: the int4 ``MatMulNBits`` weights dequantized
-(``scripts/dequantize_model.py``: the exact values the int4 kernels use), the fused
+(``modelkit/dequantize.py``: the exact values the int4 kernels use), the fused
 ``qkv_proj`` split into q, k and v, q and k rows permuted as llama.cpp's own converter does
 for Hugging Face's rotary layout (``rotary_interleaved=0``), the rotary base read off the
 ``cos_cache``, and the byte-level BPE tokenizer (``tokenizer.json``) as GGUF's ``gpt2`` kind.
@@ -33,7 +33,7 @@ def _fp32_weights(folder: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     import onnx
     from onnx import helper, numpy_helper
 
-    from scripts.dequantize_model import dequantize
+    from modelkit.dequantize import dequantize
 
     with tempfile.TemporaryDirectory() as tmp:
         dequantize(folder, Path(tmp))

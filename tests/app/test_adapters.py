@@ -1,4 +1,4 @@
-"""LoRA adapters served as model ids (tests/models/demo-lora, made by scripts/build_adapter.py):
+"""LoRA adapters served as model ids (tests/models/demo-lora, made by modelkit/adapter.py):
 an adapter request equals a plain og.Generator loop with that adapter active, base requests in
 between (also concurrent ones) are unaffected, and prefix reuse never crosses adapters."""
 

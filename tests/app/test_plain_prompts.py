@@ -2,8 +2,8 @@
 door that takes raw text (/generate, /v1/completions, Ollama's /api/generate with ``raw``).
 Greedy and sampled with a seed, each of the held-out prompts gets at least ``ENOUGH`` tokens
 before the model ends it. The prompts (``PLAIN_PROMPTS``: llama.cpp's server test prompts and
-common openings) are held out of the training corpus: scripts/train_demo.py refuses a corpus
-that contains one, and tests/scripts/test_demo_corpus.py checks the generators."""
+common openings) are held out of the training corpus: modelkit/demo/train.py refuses a corpus
+that contains one, and tests/modelkit/test_demo_corpus.py checks the generators."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from scripts.plain_corpus import PLAIN_PROMPTS
+from modelkit.demo.plain_corpus import PLAIN_PROMPTS
 
 pytestmark = pytest.mark.model
 

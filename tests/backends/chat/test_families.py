@@ -2,7 +2,7 @@
 result, the assistant's answer) rendered by the server with each family's published chat
 template, compared character for character with what ``transformers``' apply_chat_template
 made of the same conversation with ``content: ""`` (families/renders.json, recorded at build
-time by scripts/record_template_renders.py; where each template comes from: families/README.md).
+time by modelkit/template_renders.py; where each template comes from: families/README.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Hub-layout model folders served for real: an Optimum export with no genai_config.json answers
 exactly as Hugging Face generate() did on the same weights (recorded by
-scripts/build_optimum_model.py in expected.json), a variant repo serves its CPU variant, and a
+modelkit/optimum_model.py in expected.json), a variant repo serves its CPU variant, and a
 folder that cannot be inferred stops the start with a clear message."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The LoRA test model (tests/models/demo-lora, made by scripts/build_adapter.py) on a plain
+"""The LoRA test model (tests/models/demo-lora, made by modelkit/adapter.py) on a plain
 og.Generator loop, no server: without an adapter it is the plain demo model; each adapter
 changes greedy output to exactly what the builder's export with that LoRA baked in produced
 (recorded in expected.json); adapters never leak into other generators of the same model."""

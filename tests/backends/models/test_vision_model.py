@@ -1,4 +1,4 @@
-"""The committed Qwen2.5-VL test model (scripts/build_vision_model.py) runs on onnxruntime-genai's
+"""The committed Qwen2.5-VL test model (modelkit/vision/) runs on onnxruntime-genai's
 own multimodal path and gives Hugging Face generate()'s greedy tokens, recorded at build time."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The Whisper test model against its oracle (tests/hub_models/whisper-tiny/expected.json,
-recorded by scripts/build_whisper.py): onnxruntime-genai's audio features against
+recorded by modelkit/whisper.py): onnxruntime-genai's audio features against
 WhisperFeatureExtractor's, and the speech service's greedy tokens against Hugging Face
 ``WhisperForConditionalGeneration.generate()``, token for token."""
 
@@ -103,7 +103,7 @@ def test_different_audio_gives_different_tokens() -> None:
     reason="re-deriving expected.json needs torch and transformers (requirements-build.txt)",
 )
 def test_expected_json_rederives_from_the_weights() -> None:
-    cmd = [sys.executable, "scripts/build_whisper.py", "--out", str(FOLDER), "--check"]
+    cmd = [sys.executable, "-m", "modelkit.whisper", "--out", str(FOLDER), "--check"]
     assert subprocess.run(cmd, cwd=ROOT, check=False).returncode == 0
 
 

@@ -1,4 +1,4 @@
-"""The committed demo model is trained (scripts/build_model.py --train-steps): greedy, it ends
+"""The committed demo model is trained (modelkit/decoder.py --train-steps): greedy, it ends
 its turns with <|im_end|>, answers in words of its corpus, and calls a tool its system prompt
 offers when the user asks for what the tool does. Each answer is also the og.Generator oracle's
 on the same folder, token for token."""
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from scripts.demo_corpus import ADJECTIVES, NOUNS, PLACES, VERBS
+from modelkit.demo.corpus import ADJECTIVES, NOUNS, PLACES, VERBS
 from tests.conftest import DirectGenerator, parse_sse
 
 pytestmark = pytest.mark.model
