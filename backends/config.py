@@ -82,7 +82,7 @@ class ServiceConfig:
 
 def service_config(model: Mapping[str, Any], limits: Mapping[str, Any]) -> ServiceConfig:
     """A model's configuration from plain values (the launcher reads them off the settings:
-    ``schemas.models_file.model_fields`` and ``ServerSettings.limits``)."""
+    ``config.models_file.model_fields`` and ``ServerSettings.limits``)."""
     fields = dict(model)
     fields["path"] = Path(fields["path"])
     fields["adapters"] = {name: Path(f) for name, f in fields.get("adapters", {}).items()}

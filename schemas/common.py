@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from schemas.settings import PROMPT_LOOKUP_LIMIT, SPECULATIVE_TOKENS_MAX
+from config.settings import PROMPT_LOOKUP_LIMIT, SPECULATIVE_TOKENS_MAX
 
 
 class RequestModel(BaseModel):

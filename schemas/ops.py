@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from config.models_file import ModelEntry
 from schemas.common import RequestModel
-from schemas.models_file import ModelEntry
 
 
 class Readiness(BaseModel):

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
-FIRST_PARTY = ("backends", "routes", "schemas", "metrics", "in_process")
+FIRST_PARTY = ("backends", "config", "routes", "schemas", "metrics", "in_process")
 TOP_MODULES = ("app_onnx_genai", "main_genai")
 
 # What a package (and everything under it) must not import: a module path, or a prefix of one.

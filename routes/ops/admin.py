@@ -14,9 +14,9 @@ from fastapi import APIRouter, Depends
 from backends.config import service_config
 from backends.engine.profiling import ProfileWindow
 from backends.errors import GenAIError, InvalidRequest, RequestNotFound, StartupError
+from config.models_file import model_fields
 from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
 from schemas.errors import ErrorResponse
-from schemas.models_file import model_fields
 from schemas.ops import (
     CancelResult,
     InflightList,

@@ -15,7 +15,7 @@ import pytest
 
 import backends.models.export as export
 from main_genai import main
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 from tests.conftest import DEMO_CONTEXT
 
 pytestmark = pytest.mark.unit

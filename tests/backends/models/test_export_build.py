@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from backends.models.export import missing_build_packages
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 from tests.conftest import DirectGenerator
 
 pytestmark = [

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backends.config import ModelConfig
-from schemas.settings import PREFILL_OVERLAP_DEFAULT, STEP_TOKENS_DEFAULT, Settings
+from config.settings import PREFILL_OVERLAP_DEFAULT, STEP_TOKENS_DEFAULT, Settings
 
 pytestmark = pytest.mark.unit
 

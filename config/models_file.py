@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from schemas.settings import (
+from config.settings import (
     MAX_KV_CACHE_MIB,
     PROMPT_LOOKUP_LIMIT,
     SPECULATIVE_TOKENS_MAX,

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from backends.config import SCHEDULERS, Limits
 from backends.config import SamplingDefaultsName as CoreSamplingDefaults
 from backends.models.providers import PROVIDERS
-from schemas.cli import build_parser, parse_args
-from schemas.settings import (
+from config.cli import build_parser, parse_args
+from config.settings import (
     DEMO_MODEL_DIR,
     Device,
     ModelSettings,
@@ -121,7 +121,7 @@ def test_sampling_defaults_are_the_backend_ones_and_reach_its_limits() -> None:
 
 def test_parser_names_are_the_registry_s() -> None:
     from backends.chat.parsers import reasoning_parser_names, tool_parser_names
-    from schemas.settings import ReasoningParserName, ToolParserName
+    from config.settings import ReasoningParserName, ToolParserName
 
     assert set(get_args(ToolParserName)) == {"auto", "none", *tool_parser_names()}
     assert set(get_args(ReasoningParserName)) == {"auto", "none", *reasoning_parser_names()}

@@ -5,7 +5,7 @@
 - :class:`ServerSettings`: how it is served (bind address, workers, auth, CORS, limits).
 
 Every field has one environment name (``GENAI_*``, or the original ``HOST``/``PORT``/...) and a
-description; the command line (``schemas/cli.py``), ``.env.example`` and the table in
+description; the command line (``config/cli.py``), ``.env.example`` and the table in
 ``docs/configuration.md`` are derived from or checked against these fields.
 """
 
@@ -35,10 +35,10 @@ DEMO_MODEL_DIR = REPO_ROOT / "models" / "demo-llama"
 ENV_FILE = ".env"
 
 # Tied to backends.models.providers.PROVIDERS and backends.config.SCHEDULERS by
-# tests/schemas/test_settings.py (schemas/ may not import backends/).
+# tests/config/test_settings.py (schemas/ may not import backends/).
 Device = Literal["auto", "cpu", "cuda", "directml", "coreml", "webgpu", "openvino", "qnn"]
 SchedulerName = Literal["auto", "generator", "engine", "batch"]
-# Tied to backends.chat.parsers' registry by tests/schemas/test_settings.py.
+# Tied to backends.chat.parsers' registry by tests/config/test_settings.py.
 ToolParserName = Literal[
     "auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json", "deepseek_v3"
 ]
