@@ -11,6 +11,7 @@ description; the command line (``config/cli.py``), ``.env.example`` and the tabl
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from collections.abc import Iterable, Mapping
@@ -30,32 +31,31 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from backends.config import (
+    AtLeastOne,
+    Count,
+    Device,
+    KvCacheMib,
+    LookupLength,
+    ModelConfig,
+    Name,
+    PrefillChunk,
+    PrefillOverlap,
+    PrefixStoreMib,
+    ReasoningParserName,
+    SamplingDefaultsName,
+    SchedulerName,
+    SpeculativeTokens,
+    Tokens,
+    ToolParserName,
+)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_MODEL_DIR = REPO_ROOT / "models" / "demo-llama"
 ENV_FILE = ".env"
 
-# Tied to backends.models.providers.PROVIDERS and backends.config.SCHEDULERS by
-# tests/config/test_settings.py (schemas/ may not import backends/).
-Device = Literal["auto", "cpu", "cuda", "directml", "coreml", "webgpu", "openvino", "qnn"]
-SchedulerName = Literal["auto", "generator", "engine", "batch"]
-# Tied to backends.chat.parsers' registry by tests/config/test_settings.py.
-ToolParserName = Literal[
-    "auto", "none", "hermes", "llama3_json", "mistral", "phi4_mini_json", "deepseek_v3"
-]
-ReasoningParserName = Literal["auto", "none", "think", "mistral"]
-SamplingDefaultsName = Literal["model", "api"]  # as backends.config.SamplingDefaultsName
-# The batch scheduler's step token budget (docs/configuration.md says how it was measured); the
-# same default as backends.config.ModelConfig.step_tokens.
-STEP_TOKENS_DEFAULT = 0
-# Likewise the overlapped prefill's, backends.config.ModelConfig.prefill_overlap.
-PREFILL_OVERLAP_DEFAULT: bool | Literal["auto"] = "auto"
-# n-gram speculation's draft length bound (docs/speculation.md says how it was chosen) and
-# its n-gram lengths: backends.config.ModelConfig's, which takes the scheduler's default
-# (SPECULATIVE_TOKENS_BY_SCHEDULER) for an unset bound.
-SPECULATIVE_TOKENS_MAX = 32
-PROMPT_LOOKUP_DEFAULT = (2, 4)  # backends.types.PROMPT_LOOKUP_MIN, PROMPT_LOOKUP_MAX
-PROMPT_LOOKUP_LIMIT = 16  # the longest n-gram looked up (og's n-gram: ngram_size - 1 <= 15)
-MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
+# A model setting's type, bounds and default are its ModelConfig field's: declared once there.
+_CORE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 KV_EVENT_TRANSPORTS = ("tcp://", "ipc://", "inproc://")  # what a ZMQ endpoint may start with
 
 
@@ -71,6 +71,12 @@ def _setting(default: Any, env: str, field: str, description: str, **kw: Any) ->
         description=description,
         **kw,
     )
+
+
+def _model_setting(env: str, field: str, description: str, core: str | None = None) -> Any:
+    """A model setting: its ModelConfig field (``field``, unless ``core`` names another) gives
+    its default, and its annotation (the core's type) its bounds."""
+    return _setting(_CORE_DEFAULTS[core or field], env, field, description)
 
 
 _CONFIG = SettingsConfigDict(
@@ -91,61 +97,50 @@ class ModelSettings(BaseSettings):
         "A TOML or JSON file listing several models to serve, each with its own settings "
         "(unset fields take the model settings here); replaces GENAI_MODEL_DIR.",
     )
-    model_variant: str | None = _setting(
-        None,
+    model_variant: str | None = _model_setting(
         "GENAI_MODEL_VARIANT",
         "model_variant",
         "In a hub-layout model folder, the variant subfolder or ONNX file to serve (its path "
         "in the folder, or its last part, e.g. cuda/cuda-fp16 or model_q4); unset: the one "
         "made for the execution provider.",
+        core="variant",
     )
-    model_name: str = _setting(
-        "onnx-genai",
+    model_name: Name = _model_setting(
         "GENAI_MODEL_NAME",
         "model_name",
         "Name the model is served under; a request naming another model gets 404.",
-        min_length=1,
+        core="name",
     )
-    device: Device = _setting(
-        "auto",
+    device: Device = _model_setting(
         "GENAI_DEVICE",
         "device",
         "Execution provider: auto (CUDA, then DirectML, then CoreML, then CPU), cpu, cuda, "
         "directml, coreml, webgpu, openvino or qnn.",
     )
-    max_length: int | None = _setting(
-        None,
+    max_length: Tokens | None = _model_setting(
         "GENAI_MAX_LENGTH",
         "max_length",
         "Tokens per sequence (prompt + generated); unset: the model's context length.",
-        gt=0,
     )
-    intra_op_threads: int | None = _setting(
-        None,
+    intra_op_threads: AtLeastOne | None = _model_setting(
         "GENAI_INTRA_OP_THREADS",
         "intra_op_threads",
         "onnxruntime intra-op threads (CPU); unset: every CPU this process may use.",
-        ge=1,
     )
-    prefill_chunk: int = _setting(
-        256,
+    prefill_chunk: PrefillChunk = _model_setting(
         "GENAI_PREFILL_CHUNK",
         "prefill_chunk",
         "Prompt tokens prefilled per scheduler step.",
-        ge=16,
     )
-    step_tokens: int = _setting(
-        STEP_TOKENS_DEFAULT,
+    step_tokens: Count = _model_setting(
         "GENAI_STEP_TOKENS",
         "step_tokens",
         "batch scheduler: tokens one step may feed (vLLM's max_num_batched_tokens): beside n "
         "decoding sequences a newcomer's prompt is prefilled in chunks of at most this minus "
         "n tokens, so decoding never stalls behind a long prompt; 0: chunks of "
         "GENAI_PREFILL_CHUNK.",
-        ge=0,
     )
-    prefill_overlap: bool | Literal["auto"] = _setting(
-        PREFILL_OVERLAP_DEFAULT,
+    prefill_overlap: PrefillOverlap = _model_setting(
         "GENAI_PREFILL_OVERLAP",
         "prefill_overlap",
         "batch scheduler: a newcomer's prompt is prefilled on a worker thread, with half the "
@@ -155,56 +150,45 @@ class ModelSettings(BaseSettings):
         "pays (else in the step, in chunks that stall them no longer); true: always; false: "
         "never (GENAI_STEP_TOKENS applies only then).",
     )
-    scheduler: SchedulerName = _setting(
-        "auto",
+    scheduler: SchedulerName = _model_setting(
         "GENAI_SCHEDULER",
         "scheduler",
         "auto (engine for dynamic-batching models, batch on the CPU, generator for LoRA "
         "adapters and other providers), generator, engine or "
         "batch (continuous batching on the CPU).",
     )
-    cache_sequences: int = _setting(
-        4,
+    cache_sequences: Count = _model_setting(
         "GENAI_CACHE_SEQUENCES",
         "cache_sequences",
         "Finished sequences kept for prefix reuse (LRU); 0 keeps none (batch still shares "
         "prefixes across sessions: GENAI_PREFIX_SHARE_MIN).",
-        ge=0,
     )
-    tool_parser: ToolParserName = _setting(
-        "auto",
+    tool_parser: ToolParserName = _model_setting(
         "GENAI_TOOL_PARSER",
         "tool_parser",
         "How the model writes tool calls: auto (read off its chat template), none, hermes "
         "(Qwen, Hermes), llama3_json, mistral, phi4_mini_json or deepseek_v3.",
     )
-    reasoning_parser: ReasoningParserName = _setting(
-        "auto",
+    reasoning_parser: ReasoningParserName = _model_setting(
         "GENAI_REASONING_PARSER",
         "reasoning_parser",
         "How the model writes its thinking: auto (read off its chat template), none, think "
         "(<think>...</think>: Qwen3, DeepSeek-R1, Phi-4-reasoning) or mistral ([THINK]).",
     )
-    kv_cache_mib: float = _setting(
-        1024.0,
+    kv_cache_mib: KvCacheMib = _model_setting(
         "GENAI_KV_CACHE_MIB",
         "kv_cache_mib",
         "batch scheduler: KV cache memory for all slots, in MiB, reserved at start; the "
         "tokens per sequence are the max length or what this budget gives each slot.",
-        gt=0,
-        le=MAX_KV_CACHE_MIB,
     )
-    prefix_share_min: int = _setting(
-        32,
+    prefix_share_min: Count = _model_setting(
         "GENAI_PREFIX_SHARE_MIN",
         "prefix_share_min",
         "batch scheduler: shortest shared prompt prefix (tokens) copied from another "
         "session's KV cache or restored from the prefix store; 0 turns sharing across "
         "sessions (and the store) off.",
-        ge=0,
     )
-    speculative_tokens: int | None = _setting(
-        None,
+    speculative_tokens: SpeculativeTokens | None = _model_setting(
         "GENAI_SPECULATIVE_TOKENS",
         "speculative_tokens",
         "n-gram (prompt-lookup) speculation: at most this many tokens a sequence drafts from "
@@ -212,36 +196,25 @@ class ModelSettings(BaseSettings):
         "sequences decode; generator: onnxruntime-genai's own n-gram, at most 16); 0 turns it "
         "off; unset: the scheduler's default (docs/speculation.md). A request may override it "
         "(its `speculative` object).",
-        ge=0,
-        le=SPECULATIVE_TOKENS_MAX,
     )
-    prompt_lookup_min: int = _setting(
-        PROMPT_LOOKUP_DEFAULT[0],
+    prompt_lookup_min: LookupLength = _model_setting(
         "GENAI_PROMPT_LOOKUP_MIN",
         "prompt_lookup_min",
         "n-gram speculation: the shortest n-gram of the sequence's end looked up in its "
         "prompt and output (vLLM's prompt_lookup_min).",
-        ge=1,
-        le=PROMPT_LOOKUP_LIMIT,
     )
-    prompt_lookup_max: int = _setting(
-        PROMPT_LOOKUP_DEFAULT[1],
+    prompt_lookup_max: LookupLength = _model_setting(
         "GENAI_PROMPT_LOOKUP_MAX",
         "prompt_lookup_max",
         "n-gram speculation: the longest n-gram looked up, tried first (vLLM's "
         "prompt_lookup_max; the generator's onnxruntime-genai n-gram matches this length "
         "only).",
-        ge=1,
-        le=PROMPT_LOOKUP_LIMIT,
     )
-    prefix_store_mib: float = _setting(
-        512.0,
+    prefix_store_mib: PrefixStoreMib = _model_setting(
         "GENAI_PREFIX_STORE_MIB",
         "prefix_store_mib",
         "batch scheduler: host-RAM prefix store (MiB): the KV cache of rows given up is kept "
         "there in 32-token blocks (LRU) for later prompts that share their prefix; 0 disables.",
-        ge=0,
-        le=MAX_KV_CACHE_MIB,
     )
 
     @field_validator("device", mode="before")

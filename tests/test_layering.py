@@ -25,6 +25,7 @@ FORBIDDEN: dict[str, set[str]] = {
         "starlette",
         "sse_starlette",
         "uvicorn",
+        "config",
         "schemas",
         "routes",
         "metrics",
@@ -39,8 +40,24 @@ FORBIDDEN: dict[str, set[str]] = {
     "backends.errors": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.types": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.config": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
-    "schemas": {"backends", "routes", "in_process", "metrics"},
-    "metrics": {"routes", "schemas", "in_process"},
+    "schemas": {"backends", "config", "routes", "in_process", "metrics"},
+    # Configuration reads the core's vocabulary (a served model's fields, declared once in
+    # backends.config) and nothing else of the core; it serves the launcher and the routes.
+    "config": {
+        "fastapi",
+        "starlette",
+        "routes",
+        "in_process",
+        "metrics",
+        "app_onnx_genai",
+        "main_genai",
+        "backends.core",
+        "backends.engine",
+        "backends.chat",
+        "backends.models",
+        "backends.speech",
+    },
+    "metrics": {"routes", "schemas", "config", "in_process"},
     "in_process": {"routes", "fastapi", "starlette", "app_onnx_genai", "main_genai"},
     # The plumbing serves every protocol and knows none of them.
     "routes.http": {
