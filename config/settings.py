@@ -2,7 +2,11 @@
 
 - :class:`ModelSettings`: what is served and how it runs (folder, name, device, threads, max
   length, scheduler, cache);
-- :class:`ServerSettings`: how it is served (bind address, workers, auth, CORS, limits).
+- :class:`ServerSettings` (config/server.py): how it is served, in groups (bind, access, the
+  gateway, browsers, connections, media, limits, the Responses store, profiling).
+
+A model setting's type, bounds and default are those of its field on the core's
+``backends.config.ModelConfig``, declared there once.
 
 Every field has one environment name (``GENAI_*``, or the original ``HOST``/``PORT``/...) and a
 description; the command line (``config/cli.py``), ``.env.example`` and the table in
@@ -16,20 +20,11 @@ import difflib
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from dotenv import dotenv_values
-from pydantic import (
-    AliasChoices,
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    field_validator,
-    model_validator,
-)
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic_settings import BaseSettings
 
 from backends.config import (
     AtLeastOne,
@@ -43,54 +38,54 @@ from backends.config import (
     PrefillOverlap,
     PrefixStoreMib,
     ReasoningParserName,
-    SamplingDefaultsName,
     SchedulerName,
     SpeculativeTokens,
     Tokens,
     ToolParserName,
 )
+from config.fields import (
+    DEMO_MODEL_DIR,
+    ENV_FILE,
+    REPO_ROOT,
+    SETTINGS_CONFIG,
+    env_name,
+    setting,
+    split_csv,
+)
+from config.server import ServerSettings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEMO_MODEL_DIR = REPO_ROOT / "models" / "demo-llama"
-ENV_FILE = ".env"
+__all__ = [  # what the rest of the tree imports from here
+    "DEMO_MODEL_DIR",
+    "ENV_FILE",
+    "PARTS",
+    "REPO_ROOT",
+    "ModelSettings",
+    "ServerSettings",
+    "Settings",
+    "SettingsError",
+    "env_name",
+    "env_names",
+    "split_csv",
+    "unknown_env_names",
+]
 
 # A model setting's type, bounds and default are its ModelConfig field's: declared once there.
 _CORE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
-KV_EVENT_TRANSPORTS = ("tcp://", "ipc://", "inproc://")  # what a ZMQ endpoint may start with
-
-
-def split_csv(value: str | None) -> list[str]:
-    return [item.strip() for item in (value or "").split(",") if item.strip()]
-
-
-def _setting(default: Any, env: str, field: str, description: str, **kw: Any) -> Any:
-    """A field read from ``env`` (or, when given by name, ``field``)."""
-    return Field(
-        default,
-        validation_alias=AliasChoices(env, field),
-        description=description,
-        **kw,
-    )
 
 
 def _model_setting(env: str, field: str, description: str, core: str | None = None) -> Any:
     """A model setting: its ModelConfig field (``field``, unless ``core`` names another) gives
     its default, and its annotation (the core's type) its bounds."""
-    return _setting(_CORE_DEFAULTS[core or field], env, field, description)
-
-
-_CONFIG = SettingsConfigDict(
-    env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore", populate_by_name=True
-)
+    return setting(_CORE_DEFAULTS[core or field], env, field, description)
 
 
 class ModelSettings(BaseSettings):
-    model_config = _CONFIG
+    model_config = SETTINGS_CONFIG
 
-    model_dir: Path = _setting(
+    model_dir: Path = setting(
         DEMO_MODEL_DIR, "GENAI_MODEL_DIR", "model_dir", "Model folder (genai_config.json, ...)."
     )
-    models_file: Path | None = _setting(
+    models_file: Path | None = setting(
         None,
         "GENAI_MODELS_FILE",
         "models_file",
@@ -240,330 +235,6 @@ class ModelSettings(BaseSettings):
         return self
 
 
-class ServerSettings(BaseSettings):
-    model_config = _CONFIG
-
-    host: str = _setting("127.0.0.1", "HOST", "host", "Address to bind.")
-    port: int = _setting(8002, "PORT", "port", "Port to bind.", ge=1, le=65535)
-    reload: bool = _setting(
-        False, "RELOAD", "reload", "Auto-reload on code changes (development; one worker)."
-    )
-    workers: int = _setting(
-        1, "WORKERS", "workers", "Worker processes, each with its own copy of the model.", ge=1
-    )
-    log_level: Literal["critical", "error", "warning", "info", "debug"] = _setting(
-        "info", "LOG_LEVEL", "log_level", "critical, error, warning, info or debug."
-    )
-    api_key: SecretStr | None = _setting(
-        None,
-        "GENAI_API_KEY",
-        "api_key",
-        "API keys, comma-separated; requests then need `Authorization: Bearer <key>`.",
-    )
-    admin: bool | None = _setting(
-        None,
-        "GENAI_ADMIN",
-        "admin",
-        "The /admin routes (list, cancel, profile): on when an API key is set (behind it), "
-        "else off; true or false overrides.",
-    )
-    metrics_open: bool = _setting(
-        False,
-        "GENAI_METRICS_OPEN",
-        "metrics_open",
-        "/metrics without the API key, for the inference gateway's endpoint picker (it scrapes "
-        "with none); false: it needs the key when one is set.",
-    )
-    render_open: bool = _setting(
-        False,
-        "GENAI_RENDER_OPEN",
-        "render_open",
-        "The render routes (/v1/chat/completions/render, /v1/completions/render: a prompt's "
-        "token ids, nothing generated) without the API key, for the endpoint picker's token "
-        "producer (precise prefix routing); false: they need the key when one is set.",
-    )
-    kv_events_endpoint: str = _setting(
-        "",
-        "GENAI_KV_EVENTS_ENDPOINT",
-        "kv_events_endpoint",
-        "ZMQ endpoint the batch scheduler publishes KV-cache events on (llm-d's format, for "
-        "precise prefix routing): tcp://*:5557 binds it, tcp://HOST:5557 connects to it; "
-        "empty: no events.",
-    )
-    kv_events_topic: str = _setting(
-        "kv@{pod_ip}:{port}@{model}",
-        "GENAI_KV_EVENTS_TOPIC",
-        "kv_events_topic",
-        "Each model's KV-event topic: {pod_ip} is POD_IP, {port} the server's port, {model} "
-        "the model's served name.",
-    )
-    pod_ip: str = _setting(
-        "",
-        "POD_IP",
-        "pod_ip",
-        "This pod's IP (Kubernetes' status.podIP), for the KV-event topic; empty: the address "
-        "the host name resolves to.",
-    )
-    cors_origins: str = _setting(
-        "",
-        "GENAI_CORS_ORIGINS",
-        "cors_origins",
-        "Browser origins allowed to call the API, comma-separated, or *; empty: no CORS.",
-    )
-    web_ui: bool = _setting(
-        True,
-        "GENAI_WEB_UI",
-        "web_ui",
-        "The web playground at / (a chat page over the OpenAI API; its static files are open, "
-        "its API calls need the key like any client's); false: no page.",
-    )
-    client_timeout: float = _setting(
-        15.0,
-        "GENAI_CLIENT_TIMEOUT",
-        "client_timeout",
-        "Seconds a client has to send a request's headers, and again its body; slower "
-        "connections are closed (a late body gets 408).",
-        gt=0,
-    )
-    max_connections: int = _setting(
-        256,
-        "GENAI_MAX_CONNECTIONS",
-        "max_connections",
-        "Open connections at most; beyond that new requests get 503 at once.",
-        ge=1,
-    )
-    max_body_mib: float = _setting(
-        16.0,
-        "GENAI_MAX_BODY_MIB",
-        "max_body_mib",
-        "Largest request body accepted, in MiB; larger ones get 413 before they are read.",
-        gt=0,
-    )
-    max_audio_mib: float = _setting(
-        25.0,
-        "GENAI_MAX_AUDIO_MIB",
-        "max_audio_mib",
-        "Largest audio upload for /v1/audio/transcriptions, in MiB (413 beyond; the request "
-        "body limit GENAI_MAX_BODY_MIB applies first).",
-        gt=0,
-    )
-    max_audio_seconds: float = _setting(
-        600.0,
-        "GENAI_MAX_AUDIO_SECONDS",
-        "max_audio_seconds",
-        "Longest audio a transcription accepts, in seconds (400 beyond).",
-        gt=0,
-    )
-    default_max_tokens: int = _setting(
-        8192,
-        "GENAI_DEFAULT_MAX_TOKENS",
-        "default_max_tokens",
-        "Tokens a request that sets no max_tokens may generate: the room left in the context, "
-        "at most this many.",
-        gt=0,
-    )
-    sampling_defaults: SamplingDefaultsName = _setting(
-        "model",
-        "GENAI_SAMPLING_DEFAULTS",
-        "sampling_defaults",
-        "What a request that leaves out temperature, top_p, top_k or the repetition penalty "
-        "gets: model (the model folder's own defaults, its genai_config.json search section: "
-        "greedy unless it says do_sample) or api (each API's own documented default, e.g. "
-        "temperature 1 on OpenAI's).",
-    )
-    max_concurrency: int = _setting(
-        8,
-        "GENAI_MAX_CONCURRENCY",
-        "max_concurrency",
-        "Sequences generating at once; more wait in arrival order.",
-        ge=1,
-    )
-    max_queue: int = _setting(
-        64,
-        "GENAI_MAX_QUEUE",
-        "max_queue",
-        "Sequences allowed to wait; beyond running + waiting: 429 with Retry-After.",
-        ge=0,
-    )
-    request_timeout: float | None = _setting(
-        None,
-        "GENAI_REQUEST_TIMEOUT",
-        "request_timeout",
-        "Seconds a request may take in all, queue included; unset: no limit.",
-        gt=0,
-    )
-    shutdown_timeout: float = _setting(
-        30.0,
-        "GENAI_SHUTDOWN_TIMEOUT",
-        "shutdown_timeout",
-        "Seconds in-flight requests get to finish after SIGTERM before they are cancelled.",
-        ge=0,
-    )
-    sse_ping: float = _setting(
-        15.0, "GENAI_SSE_PING", "sse_ping", "Seconds between keep-alive comments.", gt=0
-    )
-    image_url_hosts: str = _setting(
-        "",
-        "GENAI_IMAGE_URL_HOSTS",
-        "image_url_hosts",
-        "Hosts whose http(s) image URLs the server fetches, comma-separated: a name or IP "
-        "(exactly that host) or *.example.org (its subdomains). Empty: remote image URLs are "
-        "refused (data: URLs always work). Loopback, private and link-local addresses are "
-        "fetched only from a host named exactly.",
-    )
-    image_fetch_timeout: float = _setting(
-        10.0,
-        "GENAI_IMAGE_FETCH_TIMEOUT",
-        "image_fetch_timeout",
-        "Seconds one image URL may take to fetch, redirects included.",
-        gt=0,
-    )
-    image_fetch_redirects: int = _setting(
-        3,
-        "GENAI_IMAGE_FETCH_REDIRECTS",
-        "image_fetch_redirects",
-        "Redirects followed when fetching an image URL (each checked like the first URL).",
-        ge=0,
-    )
-    max_image_mib: float = _setting(
-        20.0,
-        "GENAI_MAX_IMAGE_MIB",
-        "max_image_mib",
-        "Largest image accepted (as sent or fetched), in MiB; larger ones get 413.",
-        gt=0,
-    )
-    max_image_pixels: int = _setting(
-        25_000_000,
-        "GENAI_MAX_IMAGE_PIXELS",
-        "max_image_pixels",
-        "Most pixels (width x height) one image may decode to; more gets 413.",
-        ge=1,
-    )
-    max_images: int = _setting(
-        8,
-        "GENAI_MAX_IMAGES",
-        "max_images",
-        "Images one request may carry; more gets 413.",
-        ge=1,
-    )
-    responses_db: str | None = _setting(
-        None,
-        "GENAI_RESPONSES_DB",
-        "responses_db",
-        "Where stored Responses (store: true, previous_response_id) are kept: a SQLite file, "
-        "kept across restarts and shared by the processes of one host (on a local disk), or a "
-        "PostgreSQL URL (postgresql://user@host/db), shared by replicas on any host; unset: in "
-        "memory, per process.",
-        min_length=1,
-    )
-    responses_max: int = _setting(
-        1000,
-        "GENAI_RESPONSES_MAX",
-        "responses_max",
-        "Stored Responses kept at most; past it the oldest go first.",
-        ge=1,
-    )
-    responses_max_mib: float = _setting(
-        64.0,
-        "GENAI_RESPONSES_MAX_MIB",
-        "responses_max_mib",
-        "Stored Responses' size at most (their JSON, in MiB); past it the oldest go first.",
-        gt=0,
-    )
-    responses_ttl: float = _setting(
-        86400.0,
-        "GENAI_RESPONSES_TTL",
-        "responses_ttl",
-        "Seconds a stored Response is kept after it was made.",
-        gt=0,
-    )
-    profile_dir: Path = _setting(
-        Path("profiles"), "GENAI_PROFILE_DIR", "profile_dir", "Where ORT profiles are written."
-    )
-    profile_max_files: int = _setting(
-        50, "GENAI_PROFILE_MAX_FILES", "profile_max_files", "ORT profile files kept.", ge=1
-    )
-
-    @field_validator("log_level", mode="before")
-    @classmethod
-    def _lower(cls, value: object) -> object:
-        return value.strip().lower() if isinstance(value, str) else value
-
-    @field_validator("responses_db", mode="before")
-    @classmethod
-    def _path_or_url(cls, value: object) -> object:
-        # A file may be given as a path (a URL may not: Path folds its "//").
-        return str(value) if isinstance(value, os.PathLike) else value
-
-    @field_validator("api_key", mode="after")
-    @classmethod
-    def _some_key(cls, value: SecretStr | None) -> SecretStr | None:
-        # A blank key must not quietly mean "no authentication".
-        if value is not None and not split_csv(value.get_secret_value()):
-            raise ValueError("holds no key; give one (or several, comma-separated) or unset it")
-        return value
-
-    @field_validator("kv_events_endpoint", mode="after")
-    @classmethod
-    def _zmq_endpoint(cls, value: str) -> str:
-        value = value.strip()
-        if value and not value.startswith(KV_EVENT_TRANSPORTS):
-            raise ValueError(f"must start with one of {', '.join(KV_EVENT_TRANSPORTS)}")
-        return value
-
-    @field_validator("kv_events_topic", mode="after")
-    @classmethod
-    def _topic_fields(cls, value: str) -> str:
-        try:
-            value.format(pod_ip="", port=0, model="")
-        except (KeyError, IndexError, ValueError) as exc:
-            fields = "only {pod_ip}, {port} and {model} are filled in"
-            raise ValueError(f"{fields} ({exc!r})") from None
-        return value
-
-    def kv_events_topic_for(self, model: str, host_ip: str) -> str:
-        """The KV-event topic of ``model``; ``host_ip`` stands in for an unset POD_IP."""
-        return self.kv_events_topic.format(
-            pod_ip=self.pod_ip or host_ip, port=self.port, model=model
-        )
-
-    @property
-    def api_keys(self) -> list[str]:
-        return split_csv(self.api_key.get_secret_value() if self.api_key else None)
-
-    @property
-    def admin_enabled(self) -> bool:
-        return self.admin if self.admin is not None else bool(self.api_keys)
-
-    def limits(self) -> dict[str, Any]:
-        """What the server admits, and the defaults requests get, named as the core's
-        ``Limits`` names them."""
-        return {
-            "max_concurrency": self.max_concurrency,
-            "max_queue": self.max_queue,
-            "request_timeout": self.request_timeout,
-            "default_max_tokens": self.default_max_tokens,
-            "sampling_defaults": self.sampling_defaults,
-        }
-
-    @model_validator(mode="after")
-    def _reload_means_one_worker(self) -> ServerSettings:
-        # uvicorn's reloader runs a single process; several workers would be ignored.
-        if self.reload:
-            self.workers = 1
-        return self
-
-    @model_validator(mode="after")
-    def _kv_events_from_one_worker(self) -> ServerSettings:
-        # Each worker has its own KV cache, but the picker sees one pod under one topic.
-        if self.kv_events_endpoint and self.workers > 1:
-            raise ValueError(
-                "GENAI_KV_EVENTS_ENDPOINT needs WORKERS=1: each worker holds its own KV cache, "
-                "and the endpoint picker would see them as one pod"
-            )
-        return self
-
-
 PARTS: tuple[type[BaseSettings], ...] = (ModelSettings, ServerSettings)
 
 
@@ -590,12 +261,6 @@ class Settings(BaseModel):
             return cls_(**{k: v for k, v in fields.items() if k in cls_.model_fields})
 
         return cls(model=part(ModelSettings), server=part(ServerSettings))
-
-
-def env_name(field: FieldInfo) -> str:
-    alias = field.validation_alias
-    assert isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str)
-    return alias.choices[0]
 
 
 def env_names() -> list[str]:
