@@ -31,15 +31,13 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from backends.config import ModelConfig
-from config.settings import ModelSettings, Settings, SettingsError
+from config.settings import SETTING_OF, ModelSettings, Settings, SettingsError
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-# The model settings that a ModelConfig field is named otherwise.
-SETTING_OF = {"path": "model_dir", "name": "model_name", "variant": "model_variant"}
 # What an entry must give; every other field may be left out (None: the server-wide setting).
 REQUIRED = ("name", "path")
 DESCRIPTIONS = {

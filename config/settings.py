@@ -58,6 +58,7 @@ __all__ = [  # what the rest of the tree imports from here
     "DEMO_MODEL_DIR",
     "ENV_FILE",
     "PARTS",
+    "SETTING_OF",
     "REPO_ROOT",
     "ModelSettings",
     "ServerSettings",
@@ -71,12 +72,15 @@ __all__ = [  # what the rest of the tree imports from here
 
 # A model setting's type, bounds and default are its ModelConfig field's: declared once there.
 _CORE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+# The ModelConfig fields whose model setting is named otherwise.
+SETTING_OF = {"path": "model_dir", "name": "model_name", "variant": "model_variant"}
+_CORE_OF = {setting: core for core, setting in SETTING_OF.items()}
 
 
-def _model_setting(env: str, field: str, description: str, core: str | None = None) -> Any:
-    """A model setting: its ModelConfig field (``field``, unless ``core`` names another) gives
-    its default, and its annotation (the core's type) its bounds."""
-    return setting(_CORE_DEFAULTS[core or field], env, field, description)
+def _model_setting(env: str, field: str, description: str) -> Any:
+    """A model setting: its ModelConfig field gives its default, and its annotation (the core's
+    type) its bounds."""
+    return setting(_CORE_DEFAULTS[_CORE_OF.get(field, field)], env, field, description)
 
 
 class ModelSettings(BaseSettings):
@@ -98,13 +102,11 @@ class ModelSettings(BaseSettings):
         "In a hub-layout model folder, the variant subfolder or ONNX file to serve (its path "
         "in the folder, or its last part, e.g. cuda/cuda-fp16 or model_q4); unset: the one "
         "made for the execution provider.",
-        core="variant",
     )
     model_name: Name = _model_setting(
         "GENAI_MODEL_NAME",
         "model_name",
         "Name the model is served under; a request naming another model gets 404.",
-        core="name",
     )
     device: Device = _model_setting(
         "GENAI_DEVICE",

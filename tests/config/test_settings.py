@@ -13,9 +13,9 @@ from pydantic import TypeAdapter, ValidationError
 from backends.config import Device, Limits, ModelConfig
 from backends.models.providers import PROVIDERS
 from config.cli import build_parser, parse_args
-from config.models_file import SETTING_OF
 from config.settings import (
     DEMO_MODEL_DIR,
+    SETTING_OF,
     ModelSettings,
     ServerSettings,
     Settings,
