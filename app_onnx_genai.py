@@ -19,6 +19,8 @@ from backends.config import service_configs
 from backends.core.model_service import ModelService
 from backends.core.registry import ModelRegistry
 from backends.engine.kv_events import KVEventPublisher, host_address
+from config.models_file import served_model_fields
+from config.settings import Settings
 from metrics.prometheus import ServerMetrics
 from metrics.responses_store import ResponseStoreCollector
 from routes.anthropic import router as anthropic
@@ -41,11 +43,9 @@ from routes.responses.state import open_store
 from routes.tokenizer import router as tokenizer
 from routes.web import mount_page
 from schemas.audio import TranscriptTextDelta, TranscriptTextDone
-from schemas.models_file import served_model_fields
 from schemas.native import StreamDone, StreamToken
 from schemas.openai import ChatCompletionChunk, Completion
 from schemas.responses import RESPONSE_STREAM_EVENTS
-from schemas.settings import Settings
 
 log = logging.getLogger("genai.app")
 

@@ -31,11 +31,11 @@ from backends.models.encoder import read_model_encoder, serves_encoder
 from backends.models.folder import inspect_model_folder
 from backends.models.loader import check_adapters, import_og, resolve_max_length
 from backends.models.providers import detect_available, select_provider
+from config.cli import parse_args
+from config.models_file import served_model_fields
+from config.settings import PARTS, Settings, SettingsError, env_name, unknown_env_names
 from routes.http.slow_clients import server_options
 from routes.responses.state import open_store
-from schemas.cli import parse_args
-from schemas.models_file import served_model_fields
-from schemas.settings import PARTS, Settings, SettingsError, env_name, unknown_env_names
 
 log = logging.getLogger("genai.main")
 

@@ -28,8 +28,8 @@ from backends.core.registry import make_service
 from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt, json_schema_guidance
 from backends.models.sampling import DEFAULTED_FIELDS
 from backends.types import GeneratedToken, SamplingParams, Speculative
-from schemas.models_file import model_fields
-from schemas.settings import Settings
+from config.models_file import model_fields
+from config.settings import Settings
 
 T = TypeVar("T")
 Prompt = str | Sequence[Mapping[str, Any]]  # raw text, or chat messages for the chat template

@@ -1,1 +1,1 @@
-"""Pydantic models: settings, HTTP request/response bodies, the error shape."""
+"""Pydantic models of the wire: HTTP request/response bodies, the error shape."""

@@ -7,7 +7,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from schemas.settings import PROMPT_LOOKUP_LIMIT, SPECULATIVE_TOKENS_MAX
+# A request's n-gram speculation bounds: the server setting's (backends.config's, which
+# schemas/ may not import; tests/config/test_settings.py ties them).
+SPECULATIVE_TOKENS_MAX = 32
+PROMPT_LOOKUP_LIMIT = 16
 
 
 class RequestModel(BaseModel):

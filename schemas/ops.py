@@ -7,7 +7,6 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from schemas.common import RequestModel
-from schemas.models_file import ModelEntry
 
 
 class Readiness(BaseModel):
@@ -39,11 +38,6 @@ class ProfilingRequest(RequestModel):
     steps: int = Field(
         100, ge=1, le=10_000, description="Model steps to profile; then profiling stops by itself."
     )
-
-
-class LoadModelRequest(ModelEntry):
-    """A model to load at runtime: a models-file entry (paths relative to the server's
-    working directory)."""
 
 
 class ModelState(BaseModel):

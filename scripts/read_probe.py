@@ -118,7 +118,7 @@ def serving(app: Any) -> Iterator[str]:
 
 def make_app(model_dir: Path) -> Any:
     from app_onnx_genai import create_app
-    from schemas.settings import Settings
+    from config.settings import Settings
 
     return create_app(Settings.load(model_dir=model_dir))
 
@@ -182,7 +182,7 @@ def score(model_dir: Path, paths: int, seed: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    from schemas.settings import DEMO_MODEL_DIR
+    from config.settings import DEMO_MODEL_DIR
 
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

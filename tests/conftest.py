@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
 
 from app_onnx_genai import create_app  # noqa: E402
 from backends.models.folder import ModelFolder, inspect_model_folder  # noqa: E402
-from schemas.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
+from config.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
 from tests import postgres as pg  # noqa: E402
 
 TIERS = ("unit", "model", "live")

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from bench.harness.server import ServerProcess, live_server
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 
 pytestmark = [pytest.mark.live, pytest.mark.agents]
 

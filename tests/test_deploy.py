@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from kubernetes_validate.utils import ValidationError, validate
 
-from schemas.settings import REPO_ROOT, Settings, env_names
+from config.settings import REPO_ROOT, Settings, env_names
 from tests.conftest import make_client
 from tests.deploy_helpers import (
     by_kind,

@@ -25,7 +25,7 @@ from kubernetes_validate.utils import validate
 
 from backends.engine.kv_events import binds
 from backends.types import KV_BLOCK_TOKENS
-from schemas.settings import REPO_ROOT, Settings, env_names
+from config.settings import REPO_ROOT, Settings, env_names
 from tests.conftest import make_client
 from tests.deploy_helpers import by_kind, kustomize_build, load_one, plain_env
 

@@ -11,11 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
-FIRST_PARTY = ("backends", "routes", "schemas", "metrics", "in_process", "bench", "modelkit")
+FIRST_PARTY = (
+    "backends",
+    "config",
+    "routes",
+    "schemas",
+    "metrics",
+    "in_process",
+    "bench",
+    "modelkit",
+)
 TOP_MODULES = ("app_onnx_genai", "main_genai")
 
 # What a package (and everything under it) must not import: a module path, or a prefix of one.
@@ -25,6 +34,7 @@ FORBIDDEN: dict[str, set[str]] = {
         "starlette",
         "sse_starlette",
         "uvicorn",
+        "config",
         "schemas",
         "routes",
         "metrics",
@@ -41,8 +51,26 @@ FORBIDDEN: dict[str, set[str]] = {
     "backends.errors": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.types": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
     "backends.config": {"backends.core", "backends.engine", "backends.chat", "backends.models"},
-    "schemas": {"backends", "routes", "in_process", "metrics", "bench", "modelkit"},
-    "metrics": {"routes", "schemas", "in_process", "bench", "modelkit"},
+    "schemas": {"backends", "config", "routes", "in_process", "metrics", "bench", "modelkit"},
+    # Configuration reads the core's vocabulary (a served model's fields, declared once in
+    # backends.config) and nothing else of the core; it serves the launcher and the routes.
+    "config": {
+        "fastapi",
+        "starlette",
+        "routes",
+        "in_process",
+        "metrics",
+        "app_onnx_genai",
+        "main_genai",
+        "backends.core",
+        "backends.engine",
+        "backends.chat",
+        "backends.models",
+        "backends.speech",
+        "bench",
+        "modelkit",
+    },
+    "metrics": {"routes", "schemas", "config", "in_process", "bench", "modelkit"},
     "in_process": {
         "routes",
         "fastapi",
@@ -62,6 +90,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "modelkit": {
         "routes",
         "schemas",
+        "config",
         "metrics",
         "in_process",
         "app_onnx_genai",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 
 pytestmark = pytest.mark.live
 

@@ -25,7 +25,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from bench.harness.server import ServerProcess, live_server
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 
 pytestmark = [pytest.mark.live, pytest.mark.fuzz]
 

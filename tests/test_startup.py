@@ -14,9 +14,9 @@ import pytest
 
 from bench.harness.paths import ROOT
 from bench.harness.server import clean_env, live_server
+from config.settings import env_names
 from routes.responses.postgres_store import PostgresStore
 from routes.responses.store import StoreLimits
-from schemas.settings import env_names
 from tests.conftest import DEMO_CONTEXT
 from tests.postgres import PostgresServer
 

@@ -38,7 +38,7 @@ def server_settings_fields() -> set[str]:
     """Environment names the server's settings accept."""
     sys.path.insert(0, str(ROOT))
     try:
-        from schemas.settings import env_names
+        from config.settings import env_names
     finally:
         sys.path.remove(str(ROOT))
     return set(env_names())

@@ -31,8 +31,8 @@ from backends.core.request import GenerationRequest
 from backends.errors import InvalidRequest, PayloadTooLarge
 from backends.media import ImageLimits, decode_image
 from backends.types import ChatPrompt, ImageInput, ImageSource
+from config.settings import ServerSettings, split_csv
 from routes.http.deps import get_models, get_settings
-from schemas.settings import ServerSettings, split_csv
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 

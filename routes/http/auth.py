@@ -25,9 +25,9 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from config.settings import ServerSettings, split_csv
 from routes.web import page_paths
 from schemas.errors import error_body
-from schemas.settings import ServerSettings, split_csv
 
 OPEN_PATHS = frozenset(
     {"/healthz", "/health", "/v1/health", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc"}

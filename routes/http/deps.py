@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from backends.core.registry import ModelRegistry
+from config.settings import Settings
 from schemas.errors import ErrorResponse
-from schemas.settings import Settings
 
 
 def get_models(request: Request) -> ModelRegistry:

@@ -57,7 +57,7 @@ class TimedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
 
 def _timeout() -> float:
     if TimedHTTPProtocol.header_timeout is None:
-        from schemas.settings import ServerSettings
+        from config.settings import ServerSettings
 
         TimedHTTPProtocol.header_timeout = ServerSettings().client_timeout
     return TimedHTTPProtocol.header_timeout

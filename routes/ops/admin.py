@@ -14,19 +14,24 @@ from fastapi import APIRouter, Depends
 from backends.config import service_config
 from backends.engine.profiling import ProfileWindow
 from backends.errors import GenAIError, InvalidRequest, RequestNotFound, StartupError
+from config.models_file import ModelEntry, model_fields
 from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
 from schemas.errors import ErrorResponse
-from schemas.models_file import model_fields
 from schemas.ops import (
     CancelResult,
     InflightList,
     InflightRequest,
-    LoadModelRequest,
     ModelState,
     ProfilingRequest,
     ProfilingState,
     UnloadResult,
 )
+
+
+# Here rather than in schemas/ops.py: schemas/ knows no configuration.
+class LoadModelRequest(ModelEntry):
+    """A model to load at runtime: a models-file entry (paths relative to the server's
+    working directory)."""
 
 
 class AdminDisabled(GenAIError):

@@ -23,6 +23,7 @@ from pydantic import TypeAdapter
 
 from backends.errors import GenAIError, InvalidRequest, StartupError
 from backends.types import Transcript
+from config.settings import ServerSettings
 from routes.door import ids
 from routes.responses import postgres_store
 from routes.responses.postgres_store import PostgresStore
@@ -35,7 +36,6 @@ from routes.responses.store import (
     UnknownSchema,
 )
 from schemas.responses import InputItem, ResponsesRequest, ResponsesResponse
-from schemas.settings import ServerSettings
 
 log = logging.getLogger("genai.responses")
 

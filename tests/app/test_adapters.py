@@ -16,7 +16,7 @@ from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.core.request import GenerationRequest, TextPrompt
 from backends.core.service import InferenceService
 from backends.types import SamplingParams
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 from tests.conftest import assert_error, make_client, wait_loaded, wait_ready
 
 pytestmark = pytest.mark.model

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 from tests.conftest import DirectGenerator, assert_error, make_client, wait_ready
 
 pytestmark = pytest.mark.model

@@ -25,8 +25,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backends.errors import GenAIError
+from config.settings import DEMO_MODEL_DIR
 from in_process import OnnxTextGenerator
-from schemas.settings import DEMO_MODEL_DIR
 from tests.conftest import DirectGenerator, make_client, parse_sse, wait_ready
 
 pytestmark = pytest.mark.model

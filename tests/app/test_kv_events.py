@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backends.types import KV_BLOCK_TOKENS
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 from tests.conftest import make_client, wait_ready
 from tests.kv_subscriber import Subscriber
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 from tests.conftest import assert_error, make_client, wait_ready
 
 pytestmark = pytest.mark.model

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.conftest import DirectGenerator, assert_error, make_client, wait_ready
 
 pytestmark = pytest.mark.model

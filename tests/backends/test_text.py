@@ -11,7 +11,7 @@ from backends.core.request import GenerationRequest
 from backends.errors import InvalidRequest
 from backends.text import check_text, find_unreadable, unreadable
 from backends.types import ChatPrompt, TextPrompt
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

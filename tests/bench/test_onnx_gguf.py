@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench.peers.onnx_gguf import permute, rope_base
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from backends.errors import InvalidRequest
+from config.settings import REPO_ROOT
 from in_process import OnnxTextGenerator
-from schemas.settings import REPO_ROOT
 
 pytestmark = pytest.mark.model
 

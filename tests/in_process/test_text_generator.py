@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from backends.errors import ContextLengthExceeded, InvalidRequest
+from config.settings import DEMO_MODEL_DIR
 from in_process import OnnxTextGenerator
-from schemas.settings import DEMO_MODEL_DIR
 from tests.conftest import DEMO_CONTEXT, METRIC_KEYS, DirectGenerator
 
 pytestmark = pytest.mark.model

@@ -14,8 +14,8 @@ from typing import TextIO
 import pytest
 
 import modelkit.export as export
+from config.settings import REPO_ROOT
 from main_genai import main
-from schemas.settings import REPO_ROOT
 from tests.conftest import DEMO_CONTEXT
 
 pytestmark = pytest.mark.unit

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import REPO_ROOT
 from modelkit.export import missing_build_packages
-from schemas.settings import REPO_ROOT
 from tests.conftest import DirectGenerator
 
 pytestmark = [

@@ -24,7 +24,7 @@ from backends.core.handle import ChoiceDelta, ChoiceResult, Result
 from backends.core.request import GenerationRequest
 from backends.core.timing import RequestMetrics
 from backends.types import GeneratedToken, Logprob, SamplingParams, Usage
-from schemas.settings import DEMO_MODEL_DIR, Settings
+from config.settings import DEMO_MODEL_DIR, Settings
 
 T = TypeVar("T")
 

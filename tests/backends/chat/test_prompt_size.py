@@ -19,7 +19,7 @@ from backends.core.service import InferenceService
 from backends.errors import ContextLengthExceeded
 from backends.models.loader import LoadedModel, load_model
 from backends.types import SamplingParams
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 from tests.backends.engine.helpers import run
 
 pytestmark = pytest.mark.model

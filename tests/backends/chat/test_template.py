@@ -16,7 +16,7 @@ from backends.chat.template import (
 from backends.core.request import ChatPrompt
 from backends.errors import InvalidRequest
 from backends.models.folder import inspect_model_folder
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 
 
 @pytest.mark.unit

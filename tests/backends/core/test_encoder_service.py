@@ -18,7 +18,7 @@ from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.core.encoder_service import EmbedRequest, EncoderService
 from backends.engine.encoder.tokenize import Encoded
 from backends.errors import Overloaded, RequestTimedOut, ShuttingDown, StartupError
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 
 pytestmark = pytest.mark.model
 

@@ -16,7 +16,7 @@ from backends.core.request import GenerationRequest, TextPrompt
 from backends.core.service import InferenceService
 from backends.models.sampling import DEFAULTED_FIELDS, SamplingDefaults
 from backends.types import SamplingParams
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 from tests.backends.engine.helpers import run
 
 pytestmark = pytest.mark.model

@@ -12,7 +12,7 @@ from backends.core.handle import Result
 from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt
 from backends.core.service import InferenceService
 from backends.types import SamplingParams
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 
 STRATEGIES = ["generator", "engine", "batch"]
 FULL = ["generator", "batch"]  # the strategies with the whole sampling surface

@@ -15,7 +15,7 @@ import pytest
 from backends.chat.parsers import get_tool_parser, tool_specs
 from backends.core.service import InferenceService
 from backends.types import ChatPrompt
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 from tests.backends.engine.helpers import FULL, config, request, run
 from tests.conftest import og_max_length
 

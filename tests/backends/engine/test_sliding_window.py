@@ -11,7 +11,7 @@ import pytest
 
 from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.core.service import InferenceService
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 from tests.backends.engine.helpers import request, run
 
 pytestmark = pytest.mark.model

@@ -12,7 +12,7 @@ import pytest
 from backends.config import ModelConfig
 from backends.errors import StartupError
 from backends.models.encoder import detect_kind, read_encoder, serves_encoder
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

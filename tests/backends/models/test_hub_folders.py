@@ -21,7 +21,7 @@ from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt
 from backends.core.service import InferenceService
 from backends.models.folder import inspect_model_folder
 from backends.types import SamplingParams
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 from tests.backends.models.test_variants import VARIANTS, make_variant
 from tests.conftest import DirectGenerator, make_client, wait_ready
 

@@ -22,7 +22,7 @@ from backends.models.infer_config import (
     write_inferred_folder,
 )
 from backends.models.onnx_graph import GraphIO, TensorInfo, read_graph_io
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

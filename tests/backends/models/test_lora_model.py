@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 
 pytestmark = pytest.mark.model
 

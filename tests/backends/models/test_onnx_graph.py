@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backends.models.onnx_graph import GraphReadError, TensorInfo, parse_graph_io, read_graph_io
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

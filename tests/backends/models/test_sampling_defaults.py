@@ -11,7 +11,7 @@ import pytest
 
 from backends.models.folder import ModelFolder
 from backends.models.sampling import SamplingDefaults, search_defaults
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ import pytest
 from backends.models.folder import inspect_model_folder
 from backends.models.onnx_graph import Initializer
 from backends.models.summary import count_parameters, parameter_size, summarize
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.conftest import assert_error, make_client, metric, parse_sse, wait_ready
 from tests.routes.http.test_sse_framing import assert_lf_framing
 

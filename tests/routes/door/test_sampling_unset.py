@@ -14,7 +14,7 @@ from app_onnx_genai import create_app
 from backends.core.request import GenerationRequest
 from backends.models.sampling import DEFAULTED_FIELDS
 from backends.types import Speculative
-from schemas.settings import DEMO_MODEL_DIR, Settings
+from config.settings import DEMO_MODEL_DIR, Settings
 from tests.routes.fakes import FakeHandle, FakeModels, end, said
 
 pytestmark = pytest.mark.unit

@@ -17,7 +17,7 @@ import pytest
 from openai import OpenAI
 
 from bench.harness.server import live_server
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 
 pytestmark = pytest.mark.live
 

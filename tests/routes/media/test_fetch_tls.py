@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from backends.errors import InvalidRequest
+from config.settings import REPO_ROOT
 from routes.door.media import FetchPolicy, MediaPolicy, fetch
-from schemas.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

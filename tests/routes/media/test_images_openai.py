@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from openai import OpenAI
 
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 from tests.conftest import make_client, wait_ready
 
 pytestmark = pytest.mark.model

@@ -13,8 +13,8 @@ from backends.config import ModelConfig, service_config
 from backends.core.service import InferenceService
 from backends.errors import StartupError
 from backends.models.loader import LoadedModel
-from schemas.models_file import model_fields
-from schemas.settings import DEMO_MODEL_DIR, Settings
+from config.models_file import model_fields
+from config.settings import DEMO_MODEL_DIR, Settings
 from tests.conftest import DEMO_CONTEXT, assert_error
 from tests.routes.openai.helpers import MESSAGES, PROMPT
 

@@ -13,11 +13,11 @@ import pytest
 
 from backends.errors import StartupError
 from bench.harness.server import free_port
+from config.settings import ServerSettings
 from routes.responses.postgres_store import PostgresStore
 from routes.responses.sqlite_store import MIGRATIONS, SqliteStore
 from routes.responses.state import open_store
 from routes.responses.store import StoredResponse, StoreLimits, StoreUnavailable, UnknownSchema
-from schemas.settings import ServerSettings
 from tests.postgres import PostgresServer
 
 LIMITS = StoreLimits(100, 1 << 20, 60.0)

@@ -13,7 +13,7 @@ from backends.chat.parsers import (
     reasoning_parser_names,
     tool_parser_names,
 )
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from backends.chat.parsers import ToolSpec, get_tool_parser, tool_parser_names, tool_specs
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 
 pytestmark = pytest.mark.unit
 

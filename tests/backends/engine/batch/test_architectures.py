@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from backends.core.service import InferenceService
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.backends.engine.batch.test_strategy import batch_config, greedy
 from tests.backends.engine.helpers import run, text
 

@@ -24,7 +24,7 @@ from backends.engine.batch.kv_cache import KVCache
 from backends.errors import InvalidRequest, StartupError
 from backends.models.folder import inspect_model_folder
 from backends.types import Speculative
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 from tests.backends.engine.batch.test_architectures import WORDS, og_greedy
 from tests.backends.engine.batch.test_strategy import greedy
 from tests.backends.engine.helpers import request, run, text

@@ -12,7 +12,7 @@ import pytest
 from backends.chat.parsers import get_tool_parser
 from backends.engine.batch.guidance import Grammars, LazyGuide
 from backends.types import CallGrammar
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 from tests.backends.chat.parsers.test_grammars import TOOLS, with_marker_tokens
 
 pytestmark = pytest.mark.unit

@@ -14,7 +14,7 @@ import backends.engine.batch.strategy as strategy_module
 from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.engine.batch.decoder import Decoder
 from backends.engine.batch.prefill_policy import Average, PrefillPolicy
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 from tests.backends.engine.batch.test_step_budget import LONG, NEW, SHORT, Spy, long_chunks
 from tests.backends.engine.helpers import run
 

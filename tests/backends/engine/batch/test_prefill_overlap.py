@@ -15,7 +15,7 @@ from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.core.service import InferenceService
 from backends.engine.batch.decoder import Decoder
 from backends.engine.batch.strategy import BatchStrategy
-from schemas.settings import DEMO_MODEL_DIR
+from config.settings import DEMO_MODEL_DIR
 from tests.backends.engine.batch.test_step_budget import LONG, SHORT
 from tests.backends.engine.helpers import request, run, text
 

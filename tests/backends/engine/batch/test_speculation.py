@@ -21,7 +21,7 @@ from backends.core.handle import Result
 from backends.core.service import InferenceService
 from backends.engine.batch import speculation
 from backends.engine.batch.prefill_policy import PrefillPolicy
-from schemas.settings import REPO_ROOT
+from config.settings import REPO_ROOT
 from tests.backends.engine.batch.test_architectures import og_greedy
 from tests.backends.engine.batch.test_strategy import cancel_one_among
 from tests.backends.engine.helpers import request, run, text

@@ -18,7 +18,7 @@ from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.core.handle import Result
 from backends.core.service import InferenceService
 from backends.engine.profiling import ProfileWindow
-from schemas.settings import DEMO_MODEL_DIR, REPO_ROOT
+from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.backends.engine.helpers import request, run, text, user
 
 pytestmark = pytest.mark.model

@@ -22,75 +22,51 @@ server-wide model setting (``GENAI_DEVICE``, ``GENAI_SCHEDULER``, ...)::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from schemas.settings import (
-    MAX_KV_CACHE_MIB,
-    PROMPT_LOOKUP_LIMIT,
-    SPECULATIVE_TOKENS_MAX,
-    Device,
-    ModelSettings,
-    ReasoningParserName,
-    SchedulerName,
-    Settings,
-    SettingsError,
-    ToolParserName,
-)
+from backends.config import ModelConfig
+from config.settings import SETTING_OF, ModelSettings, Settings, SettingsError
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+# What an entry must give; every other field may be left out (None: the server-wide setting).
+REQUIRED = ("name", "path")
+DESCRIPTIONS = {
+    "name": "The id requests name it by.",
+    "path": "The model folder.",
+    "variant": "In a hub-layout folder: the variant subfolder or ONNX file.",
+    "adapters": "LoRA adapters: served name -> .onnx_adapter file.",
+    "max_inputs": "Inputs one request may hold.",
+    "batch_tokens": "Padded tokens per encoder batch.",
+    "batch_wait_ms": "How long an encoder batch waits for requests on their way.",
+}
 
-class ModelEntry(BaseModel):
-    """One served model. Unset fields take the server-wide model settings."""
+
+class _Entry(BaseModel):
+    """What every entry has and does; :data:`ModelEntry` adds the fields."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(..., min_length=1, description="The id requests name it by.")
-    path: Path = Field(..., description="The model folder.")
-    device: Device | None = None
-    variant: str | None = Field(
-        None, description="In a hub-layout folder: the variant subfolder or ONNX file."
-    )
-    intra_op_threads: int | None = Field(None, ge=1)
-    max_length: int | None = Field(None, gt=0)
-    scheduler: SchedulerName | None = None
-    prefill_chunk: int | None = Field(None, ge=16)
-    step_tokens: int | None = Field(None, ge=0)
-    prefill_overlap: bool | Literal["auto"] | None = None
-    cache_sequences: int | None = Field(None, ge=0)
-    kv_cache_mib: float | None = Field(None, gt=0, le=MAX_KV_CACHE_MIB)
-    prefix_share_min: int | None = Field(None, ge=0)
-    prefix_store_mib: float | None = Field(None, ge=0, le=MAX_KV_CACHE_MIB)
-    speculative_tokens: int | None = Field(None, ge=0, le=SPECULATIVE_TOKENS_MAX)
-    prompt_lookup_min: int | None = Field(None, ge=1, le=PROMPT_LOOKUP_LIMIT)
-    prompt_lookup_max: int | None = Field(None, ge=1, le=PROMPT_LOOKUP_LIMIT)
-    tool_parser: ToolParserName | None = None
-    reasoning_parser: ReasoningParserName | None = None
-    adapters: dict[str, Path] = Field(
-        default_factory=dict, description="LoRA adapters: served name -> .onnx_adapter file."
-    )
-    # Encoders (docs/api/embeddings.md): each unset one is read off the folder.
-    kind: Literal["auto", "generator", "embedding", "reranker"] | None = None
-    pooling: Literal["mean", "cls", "last"] | None = None
-    normalize: bool | None = None
-    max_inputs: int | None = Field(None, ge=1, description="Inputs one request may hold.")
-    batch_tokens: int | None = Field(None, ge=1, description="Padded tokens per encoder batch.")
-    batch_wait_ms: float | None = Field(
-        None, ge=0, description="How long an encoder batch waits for requests on their way."
-    )
+    if TYPE_CHECKING:  # what mypy needs to see; the fields themselves come from ModelConfig
+        name: str
+        path: Path
+        adapters: dict[str, Path]
+
+        def __init__(self, **fields: Any) -> None: ...
 
     def names(self) -> list[str]:
         return [self.name, *self.adapters]
 
-    def resolved(self, base: Path) -> ModelEntry:
+    def resolved(self, base: Path) -> _Entry:
         """Paths made absolute against ``base`` (the models file's folder)."""
         return self.model_copy(
             update={
@@ -98,6 +74,35 @@ class ModelEntry(BaseModel):
                 "adapters": {name: base / file for name, file in self.adapters.items()},
             }
         )
+
+
+def _entry_fields() -> dict[str, Any]:
+    """ModelConfig's fields, with its types and bounds, as an entry's: name first (as it is
+    written), the required ones required, the others unset by default."""
+    hints = get_type_hints(ModelConfig, include_extras=True)
+    names = [f.name for f in dataclasses.fields(ModelConfig)]
+    fields: dict[str, Any] = {}
+    for name in sorted(names, key=lambda n: n != "name"):
+        description = DESCRIPTIONS.get(name)
+        if name in REQUIRED:
+            fields[name] = (hints[name], Field(..., description=description))
+        elif name == "adapters":
+            fields[name] = (dict[str, Path], Field(default_factory=dict, description=description))
+        else:
+            fields[name] = (hints[name] | None, Field(None, description=description))
+    return fields
+
+
+if TYPE_CHECKING:
+    ModelEntry = _Entry
+else:
+    ModelEntry = create_model(
+        "ModelEntry",
+        __base__=_Entry,
+        __doc__="One served model. Unset fields take the server-wide model settings.",
+        __module__=__name__,
+        **_entry_fields(),
+    )
 
 
 class ModelsFile(BaseModel):
@@ -139,36 +144,18 @@ def read_models_file(path: Path) -> ModelsFile:
 
 def model_fields(model: ModelSettings, entry: ModelEntry | None = None) -> dict[str, Any]:
     """One model's settings as plain values, named as the core's ``ModelConfig`` names them:
-    the model settings, overridden by what a models-file entry sets."""
-    fields: dict[str, Any] = {
-        "path": model.model_dir,
-        "name": model.model_name,
-        "device": model.device,
-        "variant": model.model_variant,
-        "intra_op_threads": model.intra_op_threads,
-        "max_length": model.max_length,
-        "scheduler": model.scheduler,
-        "prefill_chunk": model.prefill_chunk,
-        "step_tokens": model.step_tokens,
-        "prefill_overlap": model.prefill_overlap,
-        "cache_sequences": model.cache_sequences,
-        "kv_cache_mib": model.kv_cache_mib,
-        "prefix_share_min": model.prefix_share_min,
-        "prefix_store_mib": model.prefix_store_mib,
-        "speculative_tokens": model.speculative_tokens,
-        "prompt_lookup_min": model.prompt_lookup_min,
-        "prompt_lookup_max": model.prompt_lookup_max,
-        "tool_parser": model.tool_parser,
-        "reasoning_parser": model.reasoning_parser,
-        "adapters": {},
-        # Encoders: set per model in the models file; a lone model reads them off its folder.
-        "kind": "auto",
-        "pooling": None,
-        "normalize": None,
-        "max_inputs": 512,
-        "batch_tokens": 8192,
-        "batch_wait_ms": 2.0,
-    }
+    the model settings, overridden by what a models-file entry sets. The encoder fields and
+    the adapters are set per model in the models file; a lone model reads them off its folder
+    (ModelConfig's defaults)."""
+    fields: dict[str, Any] = {}
+    for field in dataclasses.fields(ModelConfig):
+        setting = SETTING_OF.get(field.name, field.name)
+        if setting in ModelSettings.model_fields:
+            fields[field.name] = getattr(model, setting)
+        elif field.default_factory is not dataclasses.MISSING:
+            fields[field.name] = field.default_factory()
+        else:
+            fields[field.name] = field.default
     if entry is not None:
         fields.update(entry.model_dump(exclude_none=True))
     return fields

@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from backends.config import Limits, ModelConfig, service_configs
-from schemas.models_file import ModelEntry, model_fields, served_model_fields
-from schemas.settings import DEMO_MODEL_DIR, Settings, SettingsError
+from config.models_file import ModelEntry, model_fields, served_model_fields
+from config.settings import DEMO_MODEL_DIR, Settings, SettingsError
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from schemas.settings import ServerSettings
+from config.settings import ServerSettings
 
 pytestmark = pytest.mark.unit
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from backends.config import ModelConfig
-from schemas.settings import PREFILL_OVERLAP_DEFAULT, STEP_TOKENS_DEFAULT, Settings
+from config.settings import Settings
 
 pytestmark = pytest.mark.unit
 
 
 def test_the_setting_and_the_core_share_the_default() -> None:
-    assert ModelConfig(Path("m")).step_tokens == STEP_TOKENS_DEFAULT
+    assert Settings.load().model.step_tokens == ModelConfig(Path("m")).step_tokens == 0
     assert Settings.load(step_tokens=32).model.step_tokens == 32
-    assert ModelConfig(Path("m")).prefill_overlap is PREFILL_OVERLAP_DEFAULT
+    assert Settings.load().model.prefill_overlap == ModelConfig(Path("m")).prefill_overlap
     assert Settings.load(prefill_overlap=False).model.prefill_overlap is False

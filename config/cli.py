@@ -14,7 +14,7 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
-from schemas.settings import PARTS, REPO_ROOT, ModelSettings, env_name
+from config.settings import PARTS, REPO_ROOT, ModelSettings, env_name
 
 DESCRIPTION = (
     "Serve an onnxruntime-genai model folder over HTTP: the native API (/v1/chat, "

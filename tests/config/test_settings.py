@@ -3,22 +3,20 @@ the lists of allowed values that must agree with the backend's."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import get_args
+from typing import get_args, get_type_hints
 
 import pytest
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from backends.config import SCHEDULERS, Limits
-from backends.config import SamplingDefaultsName as CoreSamplingDefaults
+from backends.config import Device, Limits, ModelConfig
 from backends.models.providers import PROVIDERS
-from schemas.cli import build_parser, parse_args
-from schemas.settings import (
+from config.cli import build_parser, parse_args
+from config.settings import (
     DEMO_MODEL_DIR,
-    Device,
+    SETTING_OF,
     ModelSettings,
-    SamplingDefaultsName,
-    SchedulerName,
     ServerSettings,
     Settings,
     env_names,
@@ -26,6 +24,8 @@ from schemas.settings import (
 )
 
 pytestmark = pytest.mark.unit
+
+SHOWN_ONLY = {"title", "description", "default"}
 
 
 @pytest.fixture(autouse=True)
@@ -105,12 +105,23 @@ def test_devices_are_the_backend_providers() -> None:
     assert set(get_args(Device)) == {"auto", *PROVIDERS}
 
 
-def test_scheduler_names_are_the_backend_ones() -> None:
-    assert get_args(SchedulerName) == SCHEDULERS
+def test_model_settings_take_the_cores_types_bounds_and_defaults() -> None:
+    hints = get_type_hints(ModelConfig, include_extras=True)
+    properties = ModelSettings.model_json_schema(by_alias=False)["properties"]
+    checked = []
+    for core in dataclasses.fields(ModelConfig):
+        name = SETTING_OF.get(core.name, core.name)
+        if name not in properties or core.name == "path":
+            continue  # set per model in the models file only; the path defaults to the demo
+        assert ModelSettings.model_fields[name].default == core.default, name
+        setting = {k: v for k, v in properties[name].items() if k not in SHOWN_ONLY}
+        typed = TypeAdapter(hints[core.name]).json_schema()  # the values allowed, bounds too
+        assert setting == typed or setting in typed.get("anyOf", []), name
+        checked.append(name)
+    assert len(checked) == len(ModelSettings.model_fields) - 2  # all but model_dir, models_file
 
 
-def test_sampling_defaults_are_the_backend_ones_and_reach_its_limits() -> None:
-    assert get_args(SamplingDefaultsName) == get_args(CoreSamplingDefaults)
+def test_sampling_defaults_reach_the_cores_limits() -> None:
     assert Limits(**Settings.load().server.limits()).sampling_defaults == "model"
     api = Settings.load(sampling_defaults="api").server.limits()
     assert Limits(**api).sampling_defaults == "api"
@@ -121,7 +132,7 @@ def test_sampling_defaults_are_the_backend_ones_and_reach_its_limits() -> None:
 
 def test_parser_names_are_the_registry_s() -> None:
     from backends.chat.parsers import reasoning_parser_names, tool_parser_names
-    from schemas.settings import ReasoningParserName, ToolParserName
+    from backends.config import ReasoningParserName, ToolParserName
 
     assert set(get_args(ToolParserName)) == {"auto", "none", *tool_parser_names()}
     assert set(get_args(ReasoningParserName)) == {"auto", "none", *reasoning_parser_names()}
@@ -132,6 +143,14 @@ def test_seed_limit_is_the_backend_one() -> None:
     from schemas.common import SEED_MAX
 
     assert SEED_MAX == BACKEND_SEED_MAX
+
+
+def test_a_requests_speculation_bounds_are_the_settings() -> None:
+    from backends import config
+    from schemas import common
+
+    assert common.SPECULATIVE_TOKENS_MAX == config.SPECULATIVE_TOKENS_MAX
+    assert common.PROMPT_LOOKUP_LIMIT == config.PROMPT_LOOKUP_LIMIT
 
 
 # ---- the command line --------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from schemas.settings import REPO_ROOT, env_names
+from config.settings import REPO_ROOT, env_names
 
 pytestmark = pytest.mark.unit
 

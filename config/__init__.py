@@ -1,0 +1,1 @@
+"""Configuration: the settings, the command line derived from them, and the models file."""
