@@ -15,16 +15,11 @@ from config.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
+# Every folder of Python in the tree (test_every_python_file_is_checked keeps it so).
 FIRST_PARTY = (
-    "backends",
-    "config",
-    "routes",
-    "schemas",
-    "metrics",
-    "in_process",
-    "bench",
-    "modelkit",
-)
+    "backends", "config", "routes", "schemas", "metrics", "in_process", "bench", "modelkit",
+    "scripts", "tests",
+)  # fmt: skip
 TOP_MODULES = ("app_onnx_genai", "main_genai")
 
 # What a package (and everything under it) must not import: a module path, or a prefix of one.
@@ -133,6 +128,12 @@ FORBIDDEN: dict[str, set[str]] = {
         "routes.audio",
     },
 }
+# The tests and the operations scripts sit on top of everything: nothing imports them (the
+# kit, the benchmark and the server alike).
+for _package in (*FIRST_PARTY, *TOP_MODULES):
+    if _package not in ("tests", "scripts"):
+        FORBIDDEN.setdefault(_package, set()).update({"tests", "scripts"})
+FORBIDDEN["scripts"] = {"tests"}
 
 
 def module_name(path: Path) -> str:
@@ -224,6 +225,17 @@ def test_package_imports_nothing_it_must_not(package: str) -> None:
         for f in files
     }
     assert not {module: bad for module, bad in wrong.items() if bad}
+
+
+def test_every_python_file_is_checked() -> None:
+    """The whole tree: a new top-level folder of Python joins FIRST_PARTY (and gets its rules)
+    before it can hold a circle or an upward import."""
+    tracked = {
+        f
+        for f in REPO_ROOT.rglob("*.py")
+        if not any(part.startswith(".") for part in f.relative_to(REPO_ROOT).parts)
+    }
+    assert tracked - set(source_files()) == set()
 
 
 def test_no_module_imports_itself_back() -> None:
