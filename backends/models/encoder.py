@@ -26,7 +26,6 @@ from backends.models.folder import longest_token_chars
 EncoderKind = Literal["embedding", "reranker"]
 Pooling = Literal["mean", "cls", "last"]
 KINDS: tuple[str, ...] = ("embedding", "reranker")
-POOLINGS: tuple[str, ...] = ("mean", "cls", "last")
 
 # Architectures whose embedding is their last token's state (Qwen3-Embedding, e5-mistral, ...).
 _DECODERS = {"qwen2", "qwen3", "llama", "mistral", "gemma", "gemma2", "gemma3_text", "phi3"}
