@@ -120,7 +120,7 @@ class Choice:
             return GenerationFailed(f"Generation failed: {self.finish.error}")
         if self.finish.reason == "grammar_error":
             return GrammarFailed(
-                f"The request's grammar (response_format, forced tool calls or guidance) failed "
+                f"The request's grammar (a JSON schema, forced tool calls or guidance) failed "
                 f"during generation, {made}: {self.finish.error}"
             )
         if self.finish.reason == "timeout":

@@ -21,7 +21,7 @@ from backends.core.handle import RequestHandle
 from backends.core.request import GenerationRequest
 from backends.engine.batch.guidance import first_line
 from backends.engine.scheduler import WINDOW_BEAMS, Job, Refusal, Strategy
-from backends.errors import ContextLengthExceeded, InvalidRequest
+from backends.errors import ContextLengthExceeded, Field, InvalidRequest
 from backends.models.loader import LoadedModel
 from backends.models.sampling import SamplingDefaults
 from backends.text import check_text
@@ -43,8 +43,6 @@ def plan_max_new_tokens(
     default: int,
     max_length: int,
     *,
-    prompt_param: str = "messages",
-    tokens_param: str = "max_tokens",
     fit: bool = False,
 ) -> int:
     """How many tokens may be generated. Never truncates the prompt; refuses what cannot fit.
@@ -52,12 +50,17 @@ def plan_max_new_tokens(
     An explicit ``requested`` that overflows the context is an error (the caller asked for
     something impossible) unless ``fit``; the server default is reduced to the room left.
     """
+    prompt, tokens = Field("prompt"), Field("max_tokens")
     room = max_length - prompt_tokens
     if room <= 0:
         raise ContextLengthExceeded(
-            f"The prompt has {prompt_tokens} tokens; this model's maximum context length is "
-            f"{max_length} tokens, leaving no room to generate. Shorten the {prompt_param}.",
-            param=prompt_param,
+            [
+                f"The prompt has {prompt_tokens} tokens; this model's maximum context length is "
+                f"{max_length} tokens, leaving no room to generate. Shorten the ",
+                prompt,
+                ".",
+            ],
+            param=prompt,
         )
     if requested is None:
         return min(default, room)
@@ -65,11 +68,16 @@ def plan_max_new_tokens(
         return min(requested, room)
     if requested > room:
         raise ContextLengthExceeded(
-            f"This model's maximum context length is {max_length} tokens. The request has "
-            f"{prompt_tokens} prompt tokens and asks for {requested} new tokens "
-            f"({prompt_tokens + requested} in total). Reduce {tokens_param} or the "
-            f"{prompt_param}.",
-            param=tokens_param,
+            [
+                f"This model's maximum context length is {max_length} tokens. The request has "
+                f"{prompt_tokens} prompt tokens and asks for {requested} new tokens "
+                f"({prompt_tokens + requested} in total). Reduce ",
+                tokens,
+                " or the ",
+                prompt,
+                ".",
+            ],
+            param=tokens,
         )
     return requested
 
@@ -78,7 +86,7 @@ def check_prompt_text(request: GenerationRequest) -> None:
     """Refuse text the model's tokenizer cannot read (:mod:`backends.text`), naming the field:
     a prompt's text, a chat's messages, tools and template variables, the stop strings. Every
     door's text enters the core here, before anything is rendered or tokenized."""
-    param = request.param("prompt")
+    param = Field("prompt")
     for prompt in request.prompts:
         if isinstance(prompt, TextPrompt):
             check_text(prompt.text, param, nul=True)
@@ -87,9 +95,9 @@ def check_prompt_text(request: GenerationRequest) -> None:
         for message in prompt.messages:
             role = str(message.get("role") or "a")
             check_text(message, param, nul=True, within=f"a {role} message's")
-        check_text(prompt.tools, request.param("tools"), nul=True, within="tool")
-        check_text(prompt.template_args, request.param("chat_template_kwargs"), nul=True)
-    check_text(list(request.stop), request.param("stop"), nul=True, within="stop string")
+        check_text(prompt.tools, Field("tools"), nul=True, within="tool")
+        check_text(prompt.template_args, Field("template_args"), nul=True)
+    check_text(list(request.stop), Field("stop"), nul=True, within="stop string")
 
 
 def check_prompt_size(
@@ -100,10 +108,14 @@ def check_prompt_size(
     for normalizers that shorten text). Returns the prompt's characters."""
     chars = sum(prompt_chars(p) for p in request.prompts)
     if max_token_chars is not None and chars > 2 * max_length * max_token_chars:
-        param = request.param("prompt")
+        param = Field("prompt")
         raise ContextLengthExceeded(
-            f"The prompt has {chars} characters: far more than this model's maximum context "
-            f"length of {max_length} tokens can hold. Shorten the {param}.",
+            [
+                f"The prompt has {chars} characters: far more than this model's maximum "
+                f"context length of {max_length} tokens can hold. Shorten the ",
+                param,
+                ".",
+            ],
             param=param,
         )
     return chars
@@ -140,12 +152,12 @@ def check_vocabulary(model: LoadedModel, request: GenerationRequest) -> None:
     if bad:
         raise InvalidRequest(
             f"logit_bias names token ids outside the vocabulary (0..{vocab - 1}): {bad}",
-            param=request.param("logit_bias"),
+            param=Field("logit_bias"),
         )
     if sampling.top_k > vocab:
         raise InvalidRequest(
             f"top_k is {sampling.top_k}, more than this model's {vocab} tokens.",
-            param=request.param("top_k"),
+            param=Field("top_k"),
         )
 
 
@@ -165,7 +177,7 @@ def check_guidance(request: GenerationRequest, tokenizer: Any = None) -> None:
     if guidance is None:
         return
     kind, text = guidance
-    param = request.param("guidance")
+    param = Field(request.guidance_field)
     if len(text) > MAX_GRAMMAR_CHARS:
         raise InvalidRequest(
             f"The {kind.replace('_', ' ')} is too large: {len(text)} characters, at most "
@@ -227,21 +239,20 @@ def refuse_unsupported(
     strategy_name: str, param: str | Refusal | None, request: GenerationRequest
 ) -> None:
     if isinstance(param, Refusal):
-        field, _, sub = param.param.partition(".")
-        name = request.param(field) + (f".{sub}" if sub else "")
-        raise InvalidRequest(f"{name}: {param.why}", param=name)
+        name = Field(param.param)
+        raise InvalidRequest([name, f": {param.why}"], param=name)
     if param == WINDOW_BEAMS:
         raise InvalidRequest(
             "Beam search is not supported on this model: onnxruntime-genai's beam search fails "
             "on sliding-window attention layers.",
-            param=request.param("num_beams"),
+            param=Field("num_beams"),
         )
     if param is not None:
         what = _WHAT.get(param, param)
         raise InvalidRequest(
             f"{what} is not supported by the {strategy_name!r} scheduler serving this model "
             "(GENAI_SCHEDULER=generator supports it).",
-            param=request.param(param),
+            param=Field(param),
         )
 
 
@@ -252,17 +263,17 @@ def refuse_images(strategy: Strategy, params: GenerationParams, request: Generat
         raise InvalidRequest(
             f"Images are not supported by the {strategy.name!r} scheduler serving this model "
             "(GENAI_SCHEDULER=generator or auto supports them).",
-            param=request.param("prompt"),
+            param=Field("prompt"),
         )
     if params.num_beams > 1:
         raise InvalidRequest(
-            "Beam search cannot be combined with images.", param=request.param("num_beams")
+            "Beam search cannot be combined with images.", param=Field("num_beams")
         )
     if params.speculative is not None and params.speculative.asks:
         raise InvalidRequest(
             "n-gram speculation cannot be combined with images (onnxruntime-genai's n-gram "
             "runs plain text decoders only).",
-            param=request.param("speculative"),
+            param=Field("speculative"),
         )
 
 
@@ -272,16 +283,16 @@ def check_beams(request: GenerationRequest) -> None:
     s = request.sampling
     if s.num_beams <= 1:
         return
-    beams = request.param("num_beams")
+    beams = Field("num_beams")
     if request.n > s.num_beams:
         raise InvalidRequest(
             f"n ({request.n}) is more than the {s.num_beams} beams searched.",
-            param=request.param("beam_width"),
+            param=Field("beam_width"),
         )
     refused = {
         "temperature": not s.greedy,
         "min_p": s.min_p > 0,
-        "guidance": s.guidance is not None,
+        request.guidance_field: s.guidance is not None,
         "logprobs": s.logprobs or s.top_logprobs > 0,
         "presence_penalty": s.presence_penalty != 0,
         "frequency_penalty": s.frequency_penalty != 0,
@@ -290,10 +301,8 @@ def check_beams(request: GenerationRequest) -> None:
     }
     for field_name, used in refused.items():
         if used:
-            raise InvalidRequest(
-                f"{request.param(field_name)} cannot be combined with {beams}.",
-                param=request.param(field_name),
-            )
+            field = Field(field_name)
+            raise InvalidRequest([field, " cannot be combined with ", beams, "."], param=field)
 
 
 def apply_tools(request: GenerationRequest, chat_format: ChatFormat) -> GenerationRequest:
@@ -306,7 +315,7 @@ def apply_tools(request: GenerationRequest, chat_format: ChatFormat) -> Generati
         chat.tools if chat is not None else None,
         request.tool_choice,
         parallel=request.parallel_tool_calls,
-        guided_by=request.param("guidance") if guided else None,
+        guided_by=Field(request.guidance_field) if guided else None,
     )
     if chat is not None and chat.tools and not plan.offered:
         request = dataclasses.replace(request, prompt=dataclasses.replace(chat, tools=None))
@@ -316,10 +325,11 @@ def apply_tools(request: GenerationRequest, chat_format: ChatFormat) -> Generati
     if plan.grammar is None:
         return request
     sampling = dataclasses.replace(request.sampling, guidance=("lark_grammar", plan.grammar))
-    names = {**request.param_names, "guidance": "tools"}
     # The grammar writes the call at once: no thinking to split out, even where the template's
     # generation prompt opened a think block (QwQ, DeepSeek-R1), which would swallow the call.
-    return dataclasses.replace(request, sampling=sampling, param_names=names, split_reasoning=False)
+    return dataclasses.replace(
+        request, sampling=sampling, guidance_field="tools", split_reasoning=False
+    )
 
 
 def output_format(request: GenerationRequest, chat_format: ChatFormat) -> ChatFormat | None:
@@ -354,7 +364,6 @@ def plan_jobs(
     or the strategy, then one job per choice (per beam search with beams).
 
     The prompts are set on the handle here, before any of its events can be delivered."""
-    prompt_param, tokens_param = request.param("prompt"), request.param("max_tokens")
     check_vocabulary(model, request)
     deadline = request.deadline
     if deadline is None and limits.request_timeout:
@@ -367,8 +376,6 @@ def plan_jobs(
             request.max_tokens,
             limits.default_max_tokens,
             strategy.max_length,
-            prompt_param=prompt_param,
-            tokens_param=tokens_param,
             fit=request.fit_max_tokens,
         )
         params = choice_params(request, choice.index % request.n, max_new, adapter)

@@ -45,7 +45,7 @@ from backends.engine.choose import strategy_factory
 from backends.engine.kv_events import KVEventSink
 from backends.engine.profiling import ProfileWindow
 from backends.engine.scheduler import Job, Scheduler, Strategy
-from backends.errors import InvalidRequest, NotReady
+from backends.errors import Field, InvalidRequest, NotReady
 from backends.models.folder import ModelFolder
 from backends.models.loader import LoadedModel, load_model
 from backends.models.sampling import SamplingDefaults
@@ -231,7 +231,7 @@ class InferenceService(ModelService):
         tokenized = None
         images = any(isinstance(p, ChatPrompt) and p.images for p in request.prompts)
         if chars > THRESHOLD_CHARS and not images:  # tokenizing holds the GIL: elsewhere
-            tokenized = await self._worker(model).prepare(request.prompts, request.param("prompt"))
+            tokenized = await self._worker(model).prepare(request.prompts, Field("prompt"))
         if tokenized is not None or request.sampling.guidance is not None:
             self._admit(request.choice_count)  # the wait may have let others in
         handle = self._new_handle(request, output_format(request, self._chat_format))
@@ -293,7 +293,7 @@ class InferenceService(ModelService):
         check_prompt_text(request)
         request = apply_tools(request, self._chat_format)
         check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
-        param = request.param("prompt")
+        param = Field("prompt")
         prompts = request.prompts
         future = self._scheduler.call(lambda m: [prepare_prompt(m, p, param) for p in prompts])
         result: list[PreparedPrompt] = await asyncio.wrap_future(future)
@@ -406,7 +406,7 @@ class InferenceService(ModelService):
     ) -> tuple[None, list[Job]]:
         """On the owner thread: render and tokenize (unless the prompt worker did), then
         everything else that can refuse the request, then its jobs."""
-        param = request.param("prompt")
+        param = Field("prompt")
         prompts = tokenized or [prepare_prompt(model, p, param) for p in request.prompts]
         adapter = request.model if request.model in self.adapter_names else None
         jobs = plan_jobs(request, handle, prompts, model, strategy, self.config.limits, adapter)
