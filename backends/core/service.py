@@ -21,6 +21,7 @@ from backends.chat.formats import ChatFormat, chat_format
 from backends.chat.prompt_worker import THRESHOLD_CHARS, PromptWorker
 from backends.chat.prompts import check_modalities, prepare_prompt, templates_of
 from backends.config import ModelConfig, ServiceConfig
+from backends.core.grammar_check import check_guidance
 from backends.core.handle import Choice, FinishedChoice, RequestHandle, let_loop_deliver
 from backends.core.model_service import (
     ModelService,
@@ -32,7 +33,6 @@ from backends.core.model_service import (
 from backends.core.planning import (
     apply_tools,
     check_beams,
-    check_guidance,
     check_prompt_size,
     check_prompt_text,
     output_format,
