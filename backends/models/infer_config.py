@@ -70,7 +70,7 @@ class HFFiles:
         return nested if isinstance(nested, dict) else self.config
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -98,9 +98,9 @@ def _token_ids(path: Path) -> dict[str, int]:
 def read_hf_files(folder: Path) -> HFFiles:
     names = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json")
     return HFFiles(
-        config=_read_json(folder / "config.json"),
-        generation=_read_json(folder / "generation_config.json"),
-        tokenizer_config=_read_json(folder / "tokenizer_config.json"),
+        config=read_json(folder / "config.json"),
+        generation=read_json(folder / "generation_config.json"),
+        tokenizer_config=read_json(folder / "tokenizer_config.json"),
         token_ids=_token_ids(folder / "tokenizer.json"),
         has_tokenizer=(folder / "tokenizer.json").is_file()
         or (folder / "tokenizer.model").is_file(),

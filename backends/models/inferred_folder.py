@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from backends.models.infer_config import LINK_NAME, TOKENIZER_FILES, CannotInfer, _read_json
+from backends.models.infer_config import LINK_NAME, TOKENIZER_FILES, CannotInfer, read_json
 
 # Bump when the inferred config changes for the same inputs: old cache entries are not reused.
 INFER_VERSION = 1
@@ -90,7 +90,7 @@ def write_inferred_folder(
             if (hf_dir / file).is_file():
                 shutil.copyfile(hf_dir / file, tmp / file)
         if not (tmp / "chat_template.jinja").is_file():
-            template = _read_json(hf_dir / "chat_template.json").get("chat_template")
+            template = read_json(hf_dir / "chat_template.json").get("chat_template")
             if isinstance(template, str):  # processors' older home for the template
                 (tmp / "chat_template.jinja").write_text(template, encoding="utf-8")
         (tmp / "genai_config.json").write_text(json.dumps(config, indent=4), encoding="utf-8")
