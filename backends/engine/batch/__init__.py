@@ -8,5 +8,5 @@
 - ``guidance.py``: constrained decoding with llguidance;
 - ``ngram.py``, ``speculation.py``: n-gram drafts, which rows verify them, and taking the
   verified tokens;
-- ``strategy.py``: the Strategy that puts them together.
+- ``strategy.py``: the Strategy that puts them together; ``build.py``: one for a model.
 """
