@@ -51,7 +51,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +58,7 @@ import numpy as np
 
 from backends.engine import last_logits
 from backends.engine.batch.block_ledger import BlockLedger
+from backends.engine.batch.chunks import ChunkReader, InFlight
 from backends.engine.batch.decoder import Decoder
 from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, first_line
 from backends.engine.batch.kv_cache import KVCache
@@ -99,15 +99,6 @@ class _Seq:
     drafter: Drafter | None = None  # its n-gram lookup, once it has drafted
 
 
-@dataclass
-class _InFlight:
-    """A prefill chunk running on the worker thread while decode steps go on."""
-
-    seq: _Seq
-    past: int  # positions its row held before the chunk: all another row may copy yet
-    future: Future[Any]
-
-
 class BatchStrategy:
     name = "batch"
 
@@ -137,11 +128,7 @@ class BatchStrategy:
         self.overlap = bool(overlap)  # a newcomer's prefill runs beside decode steps
         # "auto": only where it pays, by what the runs cost (prefill_policy.py)
         self.policy = PrefillPolicy(min_chunk=MIN_CHUNK) if overlap == "auto" else None
-        self._worker: ThreadPoolExecutor | None = None  # feeds a prefill chunk beside a decode
-        self._inflight: _InFlight | None = None
-        # What runs while a chunk is in flight, the chunk and the decode runs beside it: a
-        # session with half the threads, so the two share the cores instead of fighting.
-        self._overlap_decoder = overlap_decoder or decoder
+        self.chunks: ChunkReader[_Seq] = ChunkReader(kv, decoder, overlap_decoder, self.policy)
         self.slots = SlotTable(kv.slots, keep=cache_size)
         self.sharing = PrefixSharing(kv, self.slots, store, share_min)
         self.grammars = Grammars(
@@ -163,6 +150,10 @@ class BatchStrategy:
 
     def active_jobs(self) -> list[Job]:
         return [s.job for s in self._active]
+
+    @property
+    def _inflight(self) -> InFlight[_Seq] | None:
+        return self.chunks.inflight
 
     def kv_usage(self) -> KVUsage:
         """Tokens the running sequences' rows hold, of every row's capacity. Resident rows
@@ -254,8 +245,7 @@ class BatchStrategy:
     def close(self) -> None:
         self._settle()
         self.set_profiling(None)
-        if self._worker is not None:
-            self._worker.shutdown()
+        self.chunks.close()
         if self.ledger is not None:
             self.ledger.clear()  # the model is unloaded: its KV goes with it
 
@@ -331,33 +321,6 @@ class BatchStrategy:
         seq.tokens += chunk
         return chunk, past
 
-    def _feed(self, row: int, chunk: list[int], past: int, decoder: Decoder | None = None) -> Any:
-        total = past + len(chunk)
-        return (decoder or self.decoder).run(
-            np.asarray([chunk], dtype=np.int64),
-            np.ones((1, total), dtype=np.int64),
-            np.arange(past, total, dtype=np.int64)[None, :],
-            self.kv,
-            (row, row + 1),
-        )
-
-    def _read(self, row: int, chunk: list[int], past: int, decoder: Decoder | None = None) -> Any:
-        """Feed a prompt chunk, and tell the prefill policy what it cost (a verify run is
-        fed, but is no prompt read)."""
-        started = time.perf_counter()
-        logits = self._feed(row, chunk, past, decoder)
-        if self.policy is not None:  # from the worker thread too: a float the GIL guards
-            beside = decoder is not None  # the overlap's session, beside decode steps
-            self.policy.prefilled(len(chunk), time.perf_counter() - started, beside=beside)
-        return logits
-
-    def _submit(
-        self, seq: _Seq, chunk: list[int], past: int, decoder: Decoder | None = None
-    ) -> Future[Any]:
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(1, thread_name_prefix="batch-prefill")
-        return self._worker.submit(self._read, seq.row, chunk, past, decoder)
-
     def _prefill(self, seqs: list[_Seq], budget: int, beside: Any = None) -> None:
         """Feed the next chunk (at most ``budget`` tokens) of a newcomer's prompt into its row;
         ``beside`` (the others' decode run) runs meanwhile on this thread, the chunk on the
@@ -367,9 +330,9 @@ class BatchStrategy:
         [seq] = seqs
         chunk, past = self._next_chunk(seq, budget)
         if beside is None:
-            logits = self._read(seq.row, chunk, past)
+            logits = self.chunks.read(seq.row, chunk, past)
         else:
-            fed = self._submit(seq, chunk, past)
+            fed = self.chunks.submit(seq.row, chunk, past)
             try:
                 beside()
             finally:
@@ -382,16 +345,14 @@ class BatchStrategy:
         worker thread; :meth:`_land` takes its result at a later step."""
         [seq] = seqs
         chunk, past = self._next_chunk(seq, self.prefill_chunk)
-        fed = self._submit(seq, chunk, past, self._overlap_decoder)
-        self._inflight = _InFlight(seq, past, fed)
+        self.chunks.launch(seq, seq.row, chunk, past)
 
     def _land(self, *, wait: bool) -> None:
         """Take the chunk in flight if it is done (or, with ``wait``, once it is): its row
         then holds it, and after a prompt's last chunk its first token is chosen."""
-        inflight = self._inflight
-        if inflight is None or not (wait or inflight.future.done()):
+        inflight = self.chunks.landed(wait=wait)
+        if inflight is None:
             return
-        self._inflight = None
 
         def land(seqs: list[_Seq]) -> None:
             logits = inflight.future.result()
@@ -403,8 +364,7 @@ class BatchStrategy:
     def _settle(self) -> bool:
         """Wait for the chunk in flight, if any, and drop its result (its sequence ends);
         whether it was fed."""
-        inflight, self._inflight = self._inflight, None
-        return inflight is None or inflight.future.exception() is None
+        return self.chunks.settle()
 
     def _decode(self, seqs: list[_Seq]) -> None:
         rows = max(s.row for s in seqs) + 1
@@ -417,7 +377,7 @@ class BatchStrategy:
             np.int64
         )
         positions = np.asarray(lengths, dtype=np.int64)[:, None]
-        decoder = self.decoder if self._inflight is None else self._overlap_decoder
+        decoder = self.chunks.running
         started = time.perf_counter()
         logits = decoder.run(ids, mask, positions, self.kv, (0, rows))
         if self.policy is not None:
@@ -491,8 +451,9 @@ class BatchStrategy:
         equals the draft token fed at the next position. The positions written past the
         last taken token are not counted in the row: its next run overwrites them."""
         assert seq.next_token is not None
-        decoder = self.decoder if self._inflight is None else self._overlap_decoder
-        logits = self._feed(seq.row, [seq.next_token, *draft], len(seq.tokens), decoder)
+        logits = self.chunks.feed(
+            seq.row, [seq.next_token, *draft], len(seq.tokens), self.chunks.running
+        )
         accepted = accept(seq, draft, logits[0], self._take, self.model.eos_token_ids)
         self.speculation.settle(seq, len(draft), accepted)
 
