@@ -8,5 +8,6 @@
 - ``guidance.py``: constrained decoding with llguidance;
 - ``ngram.py``, ``speculation.py``: n-gram drafts, which rows verify them, and taking the
   verified tokens;
+- ``chunks.py``: reading a prompt chunk into its row, in the step or beside it;
 - ``strategy.py``: the Strategy that puts them together; ``build.py``: one for a model.
 """
