@@ -9,6 +9,7 @@ sequences is queued.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 from backends.chat.formats import ChatFormat
 from backends.chat.prompts import prompt_chars
@@ -113,6 +114,15 @@ def check_prompt_size(
             param=param,
         )
     return chars
+
+
+def own_transcripts(request: GenerationRequest, names: Collection[str]) -> GenerationRequest:
+    """The request without an earlier turn's tokens that another model wrote (one not among
+    ``names``: they mean nothing to this tokenizer): its chat is then tokenized whole."""
+    chat = request.chat
+    if chat is None or chat.continues is None or chat.continues.model in names:
+        return request
+    return dataclasses.replace(request, prompt=dataclasses.replace(chat, continues=None))
 
 
 def with_model_defaults(

@@ -22,7 +22,13 @@ from backends.chat.prompt_worker import THRESHOLD_CHARS, PromptWorker
 from backends.chat.prompts import check_modalities, prepare_prompt, templates_of
 from backends.config import ModelConfig, ServiceConfig
 from backends.core.grammar_check import check_guidance
-from backends.core.handle import Choice, FinishedChoice, RequestHandle, let_loop_deliver
+from backends.core.handle import (
+    Choice,
+    FinishedChoice,
+    RequestHandle,
+    let_loop_deliver,
+    open_handle,
+)
 from backends.core.model_service import (
     ModelService,
     Observer,
@@ -36,11 +42,11 @@ from backends.core.planning import (
     check_prompt_size,
     check_prompt_text,
     output_format,
+    own_transcripts,
     plan_jobs,
     with_model_defaults,
 )
 from backends.core.request import GenerationRequest
-from backends.core.timing import RequestTimer
 from backends.engine.choose import strategy_factory
 from backends.engine.kv_events import KVEventSink
 from backends.engine.profiling import ProfileWindow
@@ -211,7 +217,7 @@ class InferenceService(ModelService):
         if not request.prompts or request.n < 1:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
         check_prompt_text(request)
-        request = self._own_transcripts(request)
+        request = own_transcripts(request, self.names)
         self._admit(request.choice_count)
         model, strategy = self._loaded()
         self.check_media(request)
@@ -287,7 +293,7 @@ class InferenceService(ModelService):
         """``request``'s prompts as :meth:`submit` feeds them to the model (its tools applied,
         rendered, tokenized), without generating."""
         self._check_model(request.model)
-        request = self._own_transcripts(request)
+        request = own_transcripts(request, self.names)
         loaded, strategy = self._loaded()
         self.check_media(request)
         check_prompt_text(request)
@@ -368,33 +374,11 @@ class InferenceService(ModelService):
         base = request.request_id or f"gen-{next(self._ids)}"
         if any(key == base or key.startswith(base + ".") for key in self._inflight):
             base = f"{base}-{next(self._ids)}"
-        count, n = request.choice_count, request.n
-        choices = [
-            Choice(base if count == 1 else f"{base}.{i}", index=i, prompt_index=i // n)
-            for i in range(count)
-        ]
-        timer = RequestTimer(accepted=request.accepted_at)
-        handle = RequestHandle(
-            base,
-            request.model or self.model_name,
-            choices,
-            timer,
-            self._token,
-            self._finished,
-            output,
-            sampling=request.sampling,
-        )
-        for choice in choices:
+        model = request.model or self.model_name
+        handle = open_handle(request, base, model, self._token, self._finished, output)
+        for choice in handle.choices:
             self._inflight[choice.id] = (choice, handle)
         return handle
-
-    def _own_transcripts(self, request: GenerationRequest) -> GenerationRequest:
-        """The request without an earlier turn's tokens that another model wrote (they mean
-        nothing to this tokenizer): its chat is then tokenized whole."""
-        chat = request.chat
-        if chat is None or chat.continues is None or chat.continues.model in self.names:
-            return request
-        return dataclasses.replace(request, prompt=dataclasses.replace(chat, continues=None))
 
     def _prepare(
         self,
