@@ -51,7 +51,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,43 +59,24 @@ from backends.engine import last_logits
 from backends.engine.batch.block_ledger import BlockLedger
 from backends.engine.batch.chunks import ChunkReader, InFlight
 from backends.engine.batch.decoder import Decoder
-from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, first_line
+from backends.engine.batch.guidance import Constraint, Grammars
 from backends.engine.batch.kv_cache import KVCache
 from backends.engine.batch.prefill_policy import PrefillPolicy
 from backends.engine.batch.prefix_store import PrefixStore
 from backends.engine.batch.sampler import Choice, RowState, choose
+from backends.engine.batch.sequence import MIN_CHUNK, Seq, chunk_budget, take
 from backends.engine.batch.sharing import SHARE_MIN, PrefixSharing
 from backends.engine.batch.slots import SlotTable
-from backends.engine.batch.speculation import Drafter, Speculation, accept
-from backends.engine.logits import logprob_entries
-from backends.engine.prefix_cache import chunk_length
+from backends.engine.batch.speculation import Speculation, accept
 from backends.engine.scheduler import Job, Refusal
 from backends.models.loader import LoadedModel
 from backends.types import (
     FinishReason,
-    GeneratedToken,
     GenerationParams,
     KVUsage,
 )
 
 log = logging.getLogger("genai.batch")
-
-# The smallest prefill chunk a step budget leaves: even with many rows decoding, a newcomer's
-# prompt goes on being read, in chunks that are not yet much dearer per token than long ones.
-MIN_CHUNK = 16
-
-
-@dataclass
-class _Seq:
-    job: Job
-    row: int
-    tokens: list[int]  # tokens whose keys and values the row holds, in order
-    pending: list[int]  # prompt tokens still to prefill
-    state: RowState
-    stream: Any
-    exact: int = 0  # the first positions that will be exact once fed (slots.py)
-    next_token: int | None = None  # chosen and passed on, not yet fed to the model
-    drafter: Drafter | None = None  # its n-gram lookup, once it has drafted
 
 
 class BatchStrategy:
@@ -128,14 +108,14 @@ class BatchStrategy:
         self.overlap = bool(overlap)  # a newcomer's prefill runs beside decode steps
         # "auto": only where it pays, by what the runs cost (prefill_policy.py)
         self.policy = PrefillPolicy(min_chunk=MIN_CHUNK) if overlap == "auto" else None
-        self.chunks: ChunkReader[_Seq] = ChunkReader(kv, decoder, overlap_decoder, self.policy)
+        self.chunks: ChunkReader[Seq] = ChunkReader(kv, decoder, overlap_decoder, self.policy)
         self.slots = SlotTable(kv.slots, keep=cache_size)
         self.sharing = PrefixSharing(kv, self.slots, store, share_min)
         self.grammars = Grammars(
             model.folder.path / "tokenizer.json", decoder.spec.vocab_size, model.eos_token_ids
         )
         self.speculation = speculation or Speculation(0)
-        self._active: list[_Seq] = []
+        self._active: list[Seq] = []
         self._make_session = make_session
         self._plain_session = decoder.session
         self.ledger = ledger  # told what the rows hold after each step, for the KV events
@@ -152,7 +132,7 @@ class BatchStrategy:
         return [s.job for s in self._active]
 
     @property
-    def _inflight(self) -> InFlight[_Seq] | None:
+    def _inflight(self) -> InFlight[Seq] | None:
         return self.chunks.inflight
 
     def kv_usage(self) -> KVUsage:
@@ -172,7 +152,7 @@ class BatchStrategy:
         row, held = self.slots.acquire(job.prompt_ids)
         prompt = job.prompt_ids
         exact = min(held, self.slots.exact(row))  # all of the prompt, if what it holds is
-        seq = _Seq(
+        seq = Seq(
             job,
             row,
             tokens=list(prompt[:held]),
@@ -212,7 +192,7 @@ class BatchStrategy:
             else:  # in this step, as many tokens as the prefill policy lets the rows wait for
                 self._guarded([newcomer], lambda seqs, n=plan: self._prefill(seqs, n))
         elif newcomer is not None:
-            chunk = self._chunk_budget(len(decoding))
+            chunk = chunk_budget(len(decoding), self.prefill_chunk, self.step_tokens)
             beside = decode if decoding and self.step_tokens > 0 else None
             self._guarded([newcomer], lambda seqs: self._prefill(seqs, chunk, beside))
         if decoding and not decoded:
@@ -258,7 +238,7 @@ class BatchStrategy:
             self.ledger.flush()
 
     # ---- internals -----------------------------------------------------------------------
-    def _guarded(self, seqs: list[_Seq], run: Any) -> None:
+    def _guarded(self, seqs: list[Seq], run: Any) -> None:
         try:
             run(seqs)
         except Exception as exc:
@@ -284,7 +264,7 @@ class BatchStrategy:
             if seq.pending and len(seq.tokens) == seq.job.cached_tokens:  # none of its own fed
                 self._share(seq, first=False)
 
-    def _share(self, seq: _Seq, *, first: bool) -> None:
+    def _share(self, seq: Seq, *, first: bool) -> None:
         """Copy into ``seq``'s row the longest prefix of its prompt another row (busy or
         resident) or the prefix store holds, if longer than what the row holds."""
         rows = [(s.row, self._written(s)) for s in self._active] + self.slots.shareable()
@@ -294,15 +274,7 @@ class BatchStrategy:
             seq.tokens, seq.pending = list(prompt[:n]), list(prompt[n:])
             seq.job.cached_tokens, seq.exact = n, len(prompt)
 
-    def _chunk_budget(self, decoding: int) -> int:
-        """Prompt tokens one prefill chunk may feed beside ``decoding`` decode rows: what the
-        step budget leaves (at least ``MIN_CHUNK``), all of ``prefill_chunk`` when none decodes
-        or there is no budget."""
-        if decoding == 0 or self.step_tokens <= 0:
-            return self.prefill_chunk
-        return min(self.prefill_chunk, max(self.step_tokens - decoding, MIN_CHUNK))
-
-    def _written(self, seq: _Seq) -> list[int]:
+    def _written(self, seq: Seq) -> list[int]:
         """The exact prefix of ``seq``'s row another row may copy now: not the positions a
         chunk in flight is still writing."""
         held = seq.tokens[: seq.exact]
@@ -310,25 +282,14 @@ class BatchStrategy:
             return held[: self._inflight.past]
         return held
 
-    def _next_chunk(self, seq: _Seq, budget: int) -> tuple[list[int], int]:
-        """Take the next chunk (at most ``budget`` tokens, prompts cut in even chunks: no
-        short last run) off ``seq``'s pending prompt; returns it and the positions before it."""
-        pieces = -(-len(seq.pending) // max(budget, 1))
-        n = chunk_length(len(seq.pending), -(-len(seq.pending) // pieces))
-        chunk = seq.pending[:n]
-        del seq.pending[:n]
-        past = len(seq.tokens)
-        seq.tokens += chunk
-        return chunk, past
-
-    def _prefill(self, seqs: list[_Seq], budget: int, beside: Any = None) -> None:
+    def _prefill(self, seqs: list[Seq], budget: int, beside: Any = None) -> None:
         """Feed the next chunk (at most ``budget`` tokens) of a newcomer's prompt into its row;
         ``beside`` (the others' decode run) runs meanwhile on this thread, the chunk on the
         worker thread: onnxruntime releases the GIL, and the two runs touch different
         positions (the newcomer's row rides along in the decode run as a dummy whose one new
         position is written just past this chunk)."""
         [seq] = seqs
-        chunk, past = self._next_chunk(seq, budget)
+        chunk, past = seq.next_chunk(budget)
         if beside is None:
             logits = self.chunks.read(seq.row, chunk, past)
         else:
@@ -340,11 +301,11 @@ class BatchStrategy:
         if not seq.pending:
             self._choose([seq], logits[:, -1, :])
 
-    def _launch(self, seqs: list[_Seq]) -> None:
+    def _launch(self, seqs: list[Seq]) -> None:
         """Start the next chunk (up to ``prefill_chunk`` tokens) of a newcomer's prompt on the
         worker thread; :meth:`_land` takes its result at a later step."""
         [seq] = seqs
-        chunk, past = self._next_chunk(seq, self.prefill_chunk)
+        chunk, past = seq.next_chunk(self.prefill_chunk)
         self.chunks.launch(seq, seq.row, chunk, past)
 
     def _land(self, *, wait: bool) -> None:
@@ -354,7 +315,7 @@ class BatchStrategy:
         if inflight is None:
             return
 
-        def land(seqs: list[_Seq]) -> None:
+        def land(seqs: list[Seq]) -> None:
             logits = inflight.future.result()
             if not inflight.seq.pending:
                 self._choose(seqs, logits[:, -1, :])
@@ -366,7 +327,7 @@ class BatchStrategy:
         whether it was fed."""
         return self.chunks.settle()
 
-    def _decode(self, seqs: list[_Seq]) -> None:
+    def _decode(self, seqs: list[Seq]) -> None:
         rows = max(s.row for s in seqs) + 1
         lengths = self._row_lengths(rows)
         ids = np.zeros((rows, 1), dtype=np.int64)
@@ -397,41 +358,21 @@ class BatchStrategy:
                 lengths[seq.row] = len(seq.tokens)
         return lengths
 
-    def _choose(self, seqs: Sequence[_Seq], logits: Any) -> None:
+    def _choose(self, seqs: Sequence[Seq], logits: Any) -> None:
         eos = self.model.eos_token_ids
         choices = choose(np.asarray(logits, dtype=np.float32), [s.state for s in seqs], eos)
         for seq, choice in zip(seqs, choices, strict=True):
             self._take(seq, choice)
 
-    def _take(self, seq: _Seq, choice: Choice) -> bool:
-        """Pass a chosen token on, or end the sequence with it; whether it goes on (the token
-        is then its next one to feed)."""
-        token, state, p = choice.token, seq.state, seq.job.params
-        if state.guide is not None:
-            try:
-                state.guide.consume(token)
-            except GuidanceError as exc:
-                self._finish(seq, "grammar_error", first_line(str(exc)))
-                return False
-        if token in self.model.eos_token_ids:
-            self._finish(seq, "stop")
-            return False
-        state.accept(token)
-        event = GeneratedToken(token, self.model.token_text(seq.stream, token))
-        if choice.logprobs is not None:
-            chosen, top = logprob_entries(choice.logprobs, token, p.top_logprobs, self._token_text)
-            event = GeneratedToken(token, event.text, chosen, top)
-        if seq.job.emit(event) or (state.guide is not None and state.guide.ended()):
-            self._finish(seq, "stop")
-        elif state.generated >= p.max_new_tokens:
-            self._finish(seq, "length")
-        else:
-            seq.next_token = token
-            return True
-        return False
+    def _take(self, seq: Seq, choice: Choice) -> bool:
+        """Pass a chosen token on, or end the sequence with it; whether it goes on."""
+        ending = take(seq, choice, self.model, self._token_text)
+        if ending is not None:
+            self._finish(seq, *ending)
+        return ending is None
 
     # ---- speculation (backends/engine/batch/speculation.py) ------------------------------
-    def _drafts(self, decoding: list[_Seq]) -> list[tuple[_Seq, list[int]]]:
+    def _drafts(self, decoding: list[Seq]) -> list[tuple[Seq, list[int]]]:
         """The decoding rows that draft this step, each with its draft: at most as many tokens
         as it may still emit less one (the token after the draft is emitted too), and as fit
         in its row."""
@@ -444,7 +385,7 @@ class BatchStrategy:
         ]
         return self.speculation.drafts(decoding, room)
 
-    def _verify(self, seq: _Seq, draft: list[int]) -> None:
+    def _verify(self, seq: Seq, draft: list[int]) -> None:
         """Feed the row's next token and its draft in one batch-1 run (the attention op takes
         several new tokens over a past only at batch size 1), then take the choice at each
         position, with the sequence's state as of the tokens taken before it, while it
@@ -460,7 +401,7 @@ class BatchStrategy:
     def _token_text(self, token: int) -> str:
         return str(self.model.tokenizer.decode(np.asarray([token], dtype=np.int32)))
 
-    def _finish(self, seq: _Seq, reason: FinishReason, error: str | None = None) -> None:
+    def _finish(self, seq: Seq, reason: FinishReason, error: str | None = None) -> None:
         self._active.remove(seq)
         self.speculation.ended(seq)
         seq.job.finish(reason, error)
