@@ -16,6 +16,7 @@ from backends.core.handle import RequestHandle
 from backends.core.registry import ModelRegistry
 from backends.core.request import ChatPrompt, GenerationRequest, Prompt
 from backends.errors import GenAIError
+from backends.types import PreparedPrompt
 
 # What every door calls these core fields unless it says otherwise (OpenAI's names).
 COMMON: Mapping[str, str] = {
@@ -64,3 +65,11 @@ async def submit(
     """``models.submit(request)``, its errors in the door's names (``own`` over the common)."""
     with client_names(door_names(request.prompts, own)):
         return await models.submit(request)
+
+
+async def render(
+    models: ModelRegistry, request: GenerationRequest, own: Mapping[str, str] | None = None
+) -> list[PreparedPrompt]:
+    """``models.render(request)``, its errors in the door's names, as :func:`submit`."""
+    with client_names(door_names(request.prompts, own)):
+        return await models.render(request)

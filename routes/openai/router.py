@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
 from routes.door.answer import answer
-from routes.door.fields import client_names, door_names, submit
+from routes.door.fields import render, submit
 from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
@@ -85,8 +85,7 @@ async def render_chat_completion(
     tools and images applied); nothing is generated. The inference gateway's endpoint picker
     tokenizes with it for prefix-aware routing."""
     chat = await load_media(request, serving.chat_request(body, request_id(request)))
-    with client_names(door_names(chat.prompts, serving.chat_fields(body))):
-        [prompt] = await models.render(chat)
+    [prompt] = await render(models, chat, serving.chat_fields(body))
     return serving.rendered(prompt)
 
 
@@ -101,9 +100,7 @@ async def render_completion(
 ) -> list[RenderedPrompt]:
     """The token ids ``/v1/completions`` would feed the model, for each prompt of this body;
     nothing is generated."""
-    completion = serving.completion_request(body, request_id(request))
-    with client_names(door_names(completion.prompts)):
-        prompts = await models.render(completion)
+    prompts = await render(models, serving.completion_request(body, request_id(request)))
     return [serving.rendered(prompt) for prompt in prompts]
 
 
