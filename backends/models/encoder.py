@@ -160,7 +160,8 @@ def _max_length(folder: Path, config: dict[str, Any]) -> int:
     positions = config.get("max_position_embeddings")
     if isinstance(positions, int) and positions > 0:
         # RoBERTa-family position tables start after the padding index.
-        return positions - 2 if config.get("model_type") in ("roberta", "xlm-roberta") else positions
+        roberta = config.get("model_type") in ("roberta", "xlm-roberta")
+        return positions - 2 if roberta else positions
     return 512
 
 
