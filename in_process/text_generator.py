@@ -33,8 +33,9 @@ from schemas.models_file import model_fields
 from schemas.settings import Settings
 
 T = TypeVar("T")
-# The core's fields this door calls otherwise (its options), for errors.
-_OPTIONS = {"max_tokens": "max_new_tokens", "guidance": "json_schema"}
+# The core's fields this door calls otherwise (its options), for errors; the rest of its
+# options are the core's own names (num_beams, top_k, speculative...).
+_OPTIONS = {"max_tokens": "max_new_tokens", "guidance": "json_schema", "beam_width": "num_beams"}
 Prompt = str | Sequence[Mapping[str, Any]]  # raw text, or chat messages for the chat template
 
 _END = object()
