@@ -2,31 +2,58 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Self
+
+
+class Field(str):
+    """A request field, by the core's name (``prompt``, ``max_tokens``, ``guidance``), where an
+    error names it: as its ``param`` or a part of its message. A door tells the client the
+    field by its own name (:meth:`GenAIError.renamed`); plain strings stay as they are."""
+
+    __slots__ = ()
+
 
 class GenAIError(Exception):
-    """Base class: carries what the error shape needs, nothing HTTP-specific but a status hint."""
+    """Base class: carries what the error shape needs, nothing HTTP-specific but a status hint.
+
+    ``message`` is a string, or the parts of one, some of them :class:`Field` names."""
 
     status_code = 500
     error_type = "server_error"
     code: str | None = None
 
     def __init__(
-        self, message: str, *, param: str | None = None, headers: dict[str, str] | None = None
+        self,
+        message: str | Sequence[str],
+        *,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.message = message
+        self.parts = (message,) if isinstance(message, str) else tuple(message)
+        self.message = "".join(self.parts)
+        super().__init__(self.message)
         self.param = param
         self.headers = headers or {}
 
+    def renamed(self, name: Callable[[str], str]) -> Self:
+        """This error with each :class:`Field` it names (its ``param``, parts of its message)
+        as ``name`` calls it: how a door tells it in its own protocol's field names."""
+        if not isinstance(self.param, Field) and not any(isinstance(p, Field) for p in self.parts):
+            return self
+        parts = [name(p) if isinstance(p, Field) else p for p in self.parts]
+        param = name(self.param) if isinstance(self.param, Field) else self.param
+        return type(self)(parts, param=param, headers=self.headers)
+
     def __reduce__(self) -> tuple[object, ...]:
         # Keyword arguments survive pickling (errors raised in the prompt worker process).
-        return (_rebuild, (type(self), self.message, self.param, self.headers))
+        return (_rebuild, (type(self), self.parts, self.param, self.headers))
 
 
 def _rebuild(
-    cls: type[GenAIError], message: str, param: str | None, headers: dict[str, str]
+    cls: type[GenAIError], parts: Sequence[str], param: str | None, headers: dict[str, str]
 ) -> GenAIError:
-    return cls(message, param=param, headers=headers)
+    return cls(parts, param=param, headers=headers)
 
 
 class InvalidRequest(GenAIError):

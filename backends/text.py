@@ -25,8 +25,10 @@ class Unreadable:
     at: int  # its index in that text
     char: str
 
-    def describe(self, field: str, within: str = "") -> str:
-        """A sentence: ``field`` holds what, where (``within`` a part of it, then ``where``)."""
+    def describe(self, field: str, within: str = "") -> list[str]:
+        """A sentence, in parts: ``field`` holds what, where (``within`` a part of it, then
+        ``where``). ``field`` stays a part of its own (a :class:`~backends.errors.Field` the
+        door renames)."""
         if self.char == "\x00":
             what, why = "a NUL character (U+0000)", "the model's tokenizer would end the text there"
         else:
@@ -34,7 +36,7 @@ class Unreadable:
             why = "it is not Unicode text (half of a pair, alone) and cannot be encoded"
         place = " ".join(p for p in (within, self.where) if p)
         inside = f" in {place}" if place else ""
-        return f"{field} holds {what} at character {self.at}{inside}: {why}."
+        return [field, f" holds {what} at character {self.at}{inside}: {why}."]
 
 
 def unreadable(text: str, *, nul: bool) -> Unreadable | None:

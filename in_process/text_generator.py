@@ -26,12 +26,16 @@ from backends.core.encoder_service import EmbedRequest, EncoderService
 from backends.core.handle import ChoiceResult, RequestHandle, Result
 from backends.core.registry import make_service
 from backends.core.request import ChatPrompt, GenerationRequest, TextPrompt, json_schema_guidance
+from backends.errors import GenAIError
 from backends.models.sampling import DEFAULTED_FIELDS
 from backends.types import GeneratedToken, SamplingParams, Speculative
 from config.models_file import model_fields
 from config.settings import Settings
 
 T = TypeVar("T")
+# The core's fields this door calls otherwise (its options), for errors; the rest of its
+# options are the core's own names (num_beams, top_k, speculative...).
+_OPTIONS = {"max_tokens": "max_new_tokens", "guidance": "json_schema", "beam_width": "num_beams"}
 Prompt = str | Sequence[Mapping[str, Any]]  # raw text, or chat messages for the chat template
 
 _END = object()
@@ -164,7 +168,7 @@ class OnnxTextGenerator:
         operator's cancel), ShuttingDown.
         """
         request = self._request(prompt, **options)
-        handle = self._call(self.service.submit(request))
+        handle = self._call(self._submit(request))
         out: queue.SimpleQueue[Any] = queue.SimpleQueue()
         asyncio.run_coroutine_threadsafe(self._pump(handle, out), self._loop)
         try:
@@ -207,11 +211,6 @@ class OnnxTextGenerator:
             max_tokens=max_new_tokens,
             stop=[stop] if isinstance(stop, str) else list(stop),
             n=n,
-            param_names={
-                "max_tokens": "max_new_tokens",
-                "prompt": "prompt",
-                "guidance": "json_schema",
-            },
         )
 
     @staticmethod
@@ -264,8 +263,15 @@ class OnnxTextGenerator:
             raise RuntimeError("this OnnxTextGenerator is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
+    async def _submit(self, request: GenerationRequest) -> RequestHandle:
+        """Submit ``request``; its errors name this door's options (``max_new_tokens``)."""
+        try:
+            return await self.service.submit(request)
+        except GenAIError as exc:
+            raise exc.renamed(lambda field: _OPTIONS.get(field, field)) from None
+
     async def _result(self, request: GenerationRequest) -> Result:
-        handle = await self.service.submit(request)
+        handle = await self._submit(request)
         return await handle.result()
 
     async def _pump(self, handle: RequestHandle, out: queue.SimpleQueue[Any]) -> None:

@@ -166,12 +166,6 @@ class ChatMessage(RequestModel):
         role = "system" if self.role == "developer" else self.role
         return {"role": role, "content": content}
 
-    def image_urls(self) -> list[str]:
-        """The URLs of this message's image parts, in order."""
-        if not isinstance(self.content, list):
-            return []
-        return [p.image_url.url for p in self.content if isinstance(p, ImagePart)]
-
 
 class SpeculativeOptions(RequestModel):
     """Extension: this request's n-gram (prompt-lookup) speculation, in the shape of vLLM's

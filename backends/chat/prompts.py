@@ -67,7 +67,7 @@ def prepare_with_images(model: LoadedModel, prompt: ChatPrompt, param: str) -> P
 def render_and_encode(
     tokenizer: Any, templates: TemplateSet, specials: Sequence[str], prompt: Prompt, param: str
 ) -> PreparedPrompt:
-    """The prompt's text and tokens; ``param`` is the client's name for the prompt."""
+    """The prompt's text and tokens; errors name the prompt ``param``."""
 
     def encode(text: str) -> list[int]:
         if not text:
@@ -76,7 +76,7 @@ def render_and_encode(
             return [int(t) for t in tokenizer.encode(text)]
         except (TypeError, ValueError):  # text the core's check (backends/text.py) let through
             raise InvalidRequest(
-                f"The {param} cannot be tokenized: the model's tokenizer refuses its text.",
+                ["The ", param, " cannot be tokenized: the model's tokenizer refuses its text."],
                 param=param,
             ) from None
 

@@ -3,7 +3,7 @@
 The template is rendered with Jinja2 in a sandbox, the way Hugging Face's
 ``apply_chat_template`` does (the reference the templates are written for): the messages,
 ``tools``, ``add_generation_prompt``, the tokenizer's special tokens, and any template arguments
-(``chat_template_kwargs``, e.g. ``{"enable_thinking": false}``). onnxruntime-genai's own
+(``ChatPrompt.template_args``, e.g. ``{"enable_thinking": false}``). onnxruntime-genai's own
 renderer takes neither tool messages' extra fields nor template arguments.
 
 Message content is the user's text, never the template's control tokens: a message that types

@@ -72,7 +72,7 @@ def plan_tools(
         )
     if guided_by is not None:
         raise InvalidRequest(
-            f"A forced tool call cannot be combined with {guided_by}.", param="tool_choice"
+            ["A forced tool call cannot be combined with ", guided_by, "."], param="tool_choice"
         )
     try:
         grammar = parser.forced_call_grammar(specs, tool_name=name, parallel=parallel)

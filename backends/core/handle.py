@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from backends.chat.formats import ChatFormat
 from backends.chat.output import CallDelta, ChatOutput, OutputDelta, ToolCallResult
+from backends.core.request import GenerationRequest
 from backends.core.timing import RequestMetrics, RequestTimer
 from backends.errors import (
     GenAIError,
@@ -120,7 +121,7 @@ class Choice:
             return GenerationFailed(f"Generation failed: {self.finish.error}")
         if self.finish.reason == "grammar_error":
             return GrammarFailed(
-                f"The request's grammar (response_format, forced tool calls or guidance) failed "
+                f"The request's grammar (a JSON schema, forced tool calls or guidance) failed "
                 f"during generation, {made}: {self.finish.error}"
             )
         if self.finish.reason == "timeout":
@@ -348,3 +349,24 @@ def let_loop_deliver(loop: asyncio.AbstractEventLoop, timeout: float = 0.005) ->
     except RuntimeError:  # loop closed
         return
     done.wait(timeout)
+
+
+def open_handle(
+    request: GenerationRequest,
+    base: str,
+    model: str,
+    on_token: Callable[[float | None], None],
+    on_finished: Callable[[Choice, FinishedChoice], None],
+    output: ChatFormat | None,
+) -> RequestHandle:
+    """The handle of every choice of ``request``: ``base`` names it, and its one choice or
+    its choices ``base.0``, ``base.1``... (choice ``p × n + i`` is prompt ``p``'s ``i``-th)."""
+    count, n = request.choice_count, request.n
+    choices = [
+        Choice(base if count == 1 else f"{base}.{i}", index=i, prompt_index=i // n)
+        for i in range(count)
+    ]
+    timer = RequestTimer(accepted=request.accepted_at)
+    return RequestHandle(
+        base, model, choices, timer, on_token, on_finished, output, sampling=request.sampling
+    )

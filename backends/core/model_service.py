@@ -4,8 +4,8 @@ drain flag, the observer, admission's refusals (503 draining or not ready, 429 w
 
 :class:`~backends.core.service.InferenceService` (generators) and
 :class:`~backends.core.encoder_service.EncoderService` (embedders, rerankers) and
-:class:`~backends.speech.service.TranscriptionService` (Whisper) build on it; the registry holds
-them all.
+:class:`~backends.core.speech_service.TranscriptionService` (Whisper) build on it; the registry
+holds them all.
 """
 
 from __future__ import annotations

@@ -9,19 +9,17 @@ sequences is queued.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import logging
-from typing import Any
+from collections.abc import Collection
 
 from backends.chat.formats import ChatFormat
 from backends.chat.prompts import prompt_chars
 from backends.chat.tools import plan_tools
 from backends.config import Limits
+from backends.core.grammar_check import usable_grammar
 from backends.core.handle import RequestHandle
 from backends.core.request import GenerationRequest
-from backends.engine.batch.guidance import first_line
 from backends.engine.scheduler import WINDOW_BEAMS, Job, Refusal, Strategy
-from backends.errors import ContextLengthExceeded, InvalidRequest
+from backends.errors import ContextLengthExceeded, Field, InvalidRequest
 from backends.models.loader import LoadedModel
 from backends.models.sampling import SamplingDefaults
 from backends.text import check_text
@@ -29,12 +27,9 @@ from backends.types import (
     SEED_MAX,
     ChatPrompt,
     GenerationParams,
-    GuidanceKind,
     PreparedPrompt,
     TextPrompt,
 )
-
-log = logging.getLogger(__name__)
 
 
 def plan_max_new_tokens(
@@ -43,8 +38,6 @@ def plan_max_new_tokens(
     default: int,
     max_length: int,
     *,
-    prompt_param: str = "messages",
-    tokens_param: str = "max_tokens",
     fit: bool = False,
 ) -> int:
     """How many tokens may be generated. Never truncates the prompt; refuses what cannot fit.
@@ -52,12 +45,17 @@ def plan_max_new_tokens(
     An explicit ``requested`` that overflows the context is an error (the caller asked for
     something impossible) unless ``fit``; the server default is reduced to the room left.
     """
+    prompt, tokens = Field("prompt"), Field("max_tokens")
     room = max_length - prompt_tokens
     if room <= 0:
         raise ContextLengthExceeded(
-            f"The prompt has {prompt_tokens} tokens; this model's maximum context length is "
-            f"{max_length} tokens, leaving no room to generate. Shorten the {prompt_param}.",
-            param=prompt_param,
+            [
+                f"The prompt has {prompt_tokens} tokens; this model's maximum context length is "
+                f"{max_length} tokens, leaving no room to generate. Shorten the ",
+                prompt,
+                ".",
+            ],
+            param=prompt,
         )
     if requested is None:
         return min(default, room)
@@ -65,11 +63,16 @@ def plan_max_new_tokens(
         return min(requested, room)
     if requested > room:
         raise ContextLengthExceeded(
-            f"This model's maximum context length is {max_length} tokens. The request has "
-            f"{prompt_tokens} prompt tokens and asks for {requested} new tokens "
-            f"({prompt_tokens + requested} in total). Reduce {tokens_param} or the "
-            f"{prompt_param}.",
-            param=tokens_param,
+            [
+                f"This model's maximum context length is {max_length} tokens. The request has "
+                f"{prompt_tokens} prompt tokens and asks for {requested} new tokens "
+                f"({prompt_tokens + requested} in total). Reduce ",
+                tokens,
+                " or the ",
+                prompt,
+                ".",
+            ],
+            param=tokens,
         )
     return requested
 
@@ -78,7 +81,7 @@ def check_prompt_text(request: GenerationRequest) -> None:
     """Refuse text the model's tokenizer cannot read (:mod:`backends.text`), naming the field:
     a prompt's text, a chat's messages, tools and template variables, the stop strings. Every
     door's text enters the core here, before anything is rendered or tokenized."""
-    param = request.param("prompt")
+    param = Field("prompt")
     for prompt in request.prompts:
         if isinstance(prompt, TextPrompt):
             check_text(prompt.text, param, nul=True)
@@ -87,9 +90,9 @@ def check_prompt_text(request: GenerationRequest) -> None:
         for message in prompt.messages:
             role = str(message.get("role") or "a")
             check_text(message, param, nul=True, within=f"a {role} message's")
-        check_text(prompt.tools, request.param("tools"), nul=True, within="tool")
-        check_text(prompt.template_args, request.param("chat_template_kwargs"), nul=True)
-    check_text(list(request.stop), request.param("stop"), nul=True, within="stop string")
+        check_text(prompt.tools, Field("tools"), nul=True, within="tool")
+        check_text(prompt.template_args, Field("template_args"), nul=True)
+    check_text(list(request.stop), Field("stop"), nul=True, within="stop string")
 
 
 def check_prompt_size(
@@ -100,13 +103,26 @@ def check_prompt_size(
     for normalizers that shorten text). Returns the prompt's characters."""
     chars = sum(prompt_chars(p) for p in request.prompts)
     if max_token_chars is not None and chars > 2 * max_length * max_token_chars:
-        param = request.param("prompt")
+        param = Field("prompt")
         raise ContextLengthExceeded(
-            f"The prompt has {chars} characters: far more than this model's maximum context "
-            f"length of {max_length} tokens can hold. Shorten the {param}.",
+            [
+                f"The prompt has {chars} characters: far more than this model's maximum "
+                f"context length of {max_length} tokens can hold. Shorten the ",
+                param,
+                ".",
+            ],
             param=param,
         )
     return chars
+
+
+def own_transcripts(request: GenerationRequest, names: Collection[str]) -> GenerationRequest:
+    """The request without an earlier turn's tokens that another model wrote (one not among
+    ``names``: they mean nothing to this tokenizer): its chat is then tokenized whole."""
+    chat = request.chat
+    if chat is None or chat.continues is None or chat.continues.model in names:
+        return request
+    return dataclasses.replace(request, prompt=dataclasses.replace(chat, continues=None))
 
 
 def with_model_defaults(
@@ -140,84 +156,13 @@ def check_vocabulary(model: LoadedModel, request: GenerationRequest) -> None:
     if bad:
         raise InvalidRequest(
             f"logit_bias names token ids outside the vocabulary (0..{vocab - 1}): {bad}",
-            param=request.param("logit_bias"),
+            param=Field("logit_bias"),
         )
     if sampling.top_k > vocab:
         raise InvalidRequest(
             f"top_k is {sampling.top_k}, more than this model's {vocab} tokens.",
-            param=request.param("top_k"),
+            param=Field("top_k"),
         )
-
-
-MAX_GRAMMAR_CHARS = 256 * 1024  # a JSON schema, regex or grammar (forced tool calls: all tools)
-_GRAMMAR_FORMATS = {"json_schema": "json_schema", "regex": "regex", "lark_grammar": "lark"}
-
-
-def check_guidance(request: GenerationRequest, tokenizer: Any = None) -> None:
-    """Compile the request's grammar with llguidance before anything is queued, so a schema
-    the engine cannot use is a 400 naming the field, not a failed generation. With the
-    model's llguidance ``tokenizer``, also feed the grammar the tokens it forces from the
-    start: a schema that forces output without end (``{"a": {"$ref": "#"}}`` required)
-    fails there, within llguidance's limits, instead of at the first generated token.
-    llguidance's own limits bound the work (nesting depth, size); this may take a while for
-    a large schema and releases the GIL meanwhile, so call it off the event loop."""
-    guidance = request.sampling.guidance
-    if guidance is None:
-        return
-    kind, text = guidance
-    param = request.param("guidance")
-    if len(text) > MAX_GRAMMAR_CHARS:
-        raise InvalidRequest(
-            f"The {kind.replace('_', ' ')} is too large: {len(text)} characters, at most "
-            f"{MAX_GRAMMAR_CHARS}.",
-            param=param,
-        )
-    problem = _grammar_problem(kind, text, tokenizer)
-    if problem:
-        reason = first_line(problem)
-        raise InvalidRequest(f"The {kind.replace('_', ' ')} cannot be used: {reason}", param=param)
-
-
-def _grammar_problem(kind: GuidanceKind, text: str, tokenizer: Any = None) -> str:
-    """What llguidance finds wrong with the grammar ("" if nothing); with the model's
-    ``tokenizer``, also once its forced first tokens are fed."""
-    import llguidance
-
-    try:
-        grammar = llguidance.grammar_from(_GRAMMAR_FORMATS[kind], text)  # type: ignore[arg-type]
-        problem = llguidance.LLMatcher.validate_grammar(grammar)
-        if not problem and tokenizer is not None:
-            problem = _forced_start_problem(llguidance, tokenizer, grammar)
-    except ValueError as exc:
-        problem = str(exc)
-    return str(problem or "")
-
-
-def _forced_start_problem(llguidance: Any, tokenizer: Any, grammar: str) -> str:
-    """What goes wrong when the grammar's forced first tokens are fed, then the first free
-    token's mask is computed ("" if nothing): a grammar no text can satisfy (a schema that is
-    only a reference to itself, ``{"$ref": "#"}``) allows no token there."""
-    matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
-    if not matcher.is_error():
-        forced = matcher.compute_ff_tokens()
-        if forced:
-            matcher.consume_tokens(forced)
-    if not matcher.is_error():
-        matcher.compute_logit_bias()
-        if matcher.is_error():
-            return "no output can match it (it allows no first token)"
-    return str(matcher.get_error()) if matcher.is_error() else ""
-
-
-@functools.lru_cache(maxsize=64)
-def usable_grammar(text: str) -> bool:
-    """Whether llguidance compiles the Lark grammar ``text`` (a lazy tool-call grammar it does
-    not is left out: the calls then stay free, as before, and the request goes on). Cached:
-    an agent sends the same tools with every request."""
-    problem = _grammar_problem("lark_grammar", text)
-    if problem:
-        log.info("tool-call grammar left out: %s", first_line(problem))
-    return not problem
 
 
 _WHAT = {"adapter": "A LoRA adapter", "num_beams": "Beam search"}
@@ -227,21 +172,20 @@ def refuse_unsupported(
     strategy_name: str, param: str | Refusal | None, request: GenerationRequest
 ) -> None:
     if isinstance(param, Refusal):
-        field, _, sub = param.param.partition(".")
-        name = request.param(field) + (f".{sub}" if sub else "")
-        raise InvalidRequest(f"{name}: {param.why}", param=name)
+        name = Field(param.param)
+        raise InvalidRequest([name, f": {param.why}"], param=name)
     if param == WINDOW_BEAMS:
         raise InvalidRequest(
             "Beam search is not supported on this model: onnxruntime-genai's beam search fails "
             "on sliding-window attention layers.",
-            param=request.param("num_beams"),
+            param=Field("num_beams"),
         )
     if param is not None:
         what = _WHAT.get(param, param)
         raise InvalidRequest(
             f"{what} is not supported by the {strategy_name!r} scheduler serving this model "
             "(GENAI_SCHEDULER=generator supports it).",
-            param=request.param(param),
+            param=Field(param),
         )
 
 
@@ -252,17 +196,17 @@ def refuse_images(strategy: Strategy, params: GenerationParams, request: Generat
         raise InvalidRequest(
             f"Images are not supported by the {strategy.name!r} scheduler serving this model "
             "(GENAI_SCHEDULER=generator or auto supports them).",
-            param=request.param("prompt"),
+            param=Field("prompt"),
         )
     if params.num_beams > 1:
         raise InvalidRequest(
-            "Beam search cannot be combined with images.", param=request.param("num_beams")
+            "Beam search cannot be combined with images.", param=Field("num_beams")
         )
     if params.speculative is not None and params.speculative.asks:
         raise InvalidRequest(
             "n-gram speculation cannot be combined with images (onnxruntime-genai's n-gram "
             "runs plain text decoders only).",
-            param=request.param("speculative"),
+            param=Field("speculative"),
         )
 
 
@@ -272,16 +216,16 @@ def check_beams(request: GenerationRequest) -> None:
     s = request.sampling
     if s.num_beams <= 1:
         return
-    beams = request.param("num_beams")
+    beams = Field("num_beams")
     if request.n > s.num_beams:
         raise InvalidRequest(
             f"n ({request.n}) is more than the {s.num_beams} beams searched.",
-            param=request.param("beam_width"),
+            param=Field("beam_width"),
         )
     refused = {
         "temperature": not s.greedy,
         "min_p": s.min_p > 0,
-        "guidance": s.guidance is not None,
+        request.guidance_field: s.guidance is not None,
         "logprobs": s.logprobs or s.top_logprobs > 0,
         "presence_penalty": s.presence_penalty != 0,
         "frequency_penalty": s.frequency_penalty != 0,
@@ -290,10 +234,8 @@ def check_beams(request: GenerationRequest) -> None:
     }
     for field_name, used in refused.items():
         if used:
-            raise InvalidRequest(
-                f"{request.param(field_name)} cannot be combined with {beams}.",
-                param=request.param(field_name),
-            )
+            field = Field(field_name)
+            raise InvalidRequest([field, " cannot be combined with ", beams, "."], param=field)
 
 
 def apply_tools(request: GenerationRequest, chat_format: ChatFormat) -> GenerationRequest:
@@ -306,7 +248,7 @@ def apply_tools(request: GenerationRequest, chat_format: ChatFormat) -> Generati
         chat.tools if chat is not None else None,
         request.tool_choice,
         parallel=request.parallel_tool_calls,
-        guided_by=request.param("guidance") if guided else None,
+        guided_by=Field(request.guidance_field) if guided else None,
     )
     if chat is not None and chat.tools and not plan.offered:
         request = dataclasses.replace(request, prompt=dataclasses.replace(chat, tools=None))
@@ -316,10 +258,11 @@ def apply_tools(request: GenerationRequest, chat_format: ChatFormat) -> Generati
     if plan.grammar is None:
         return request
     sampling = dataclasses.replace(request.sampling, guidance=("lark_grammar", plan.grammar))
-    names = {**request.param_names, "guidance": "tools"}
     # The grammar writes the call at once: no thinking to split out, even where the template's
     # generation prompt opened a think block (QwQ, DeepSeek-R1), which would swallow the call.
-    return dataclasses.replace(request, sampling=sampling, param_names=names, split_reasoning=False)
+    return dataclasses.replace(
+        request, sampling=sampling, guidance_field="tools", split_reasoning=False
+    )
 
 
 def output_format(request: GenerationRequest, chat_format: ChatFormat) -> ChatFormat | None:
@@ -354,7 +297,6 @@ def plan_jobs(
     or the strategy, then one job per choice (per beam search with beams).
 
     The prompts are set on the handle here, before any of its events can be delivered."""
-    prompt_param, tokens_param = request.param("prompt"), request.param("max_tokens")
     check_vocabulary(model, request)
     deadline = request.deadline
     if deadline is None and limits.request_timeout:
@@ -367,8 +309,6 @@ def plan_jobs(
             request.max_tokens,
             limits.default_max_tokens,
             strategy.max_length,
-            prompt_param=prompt_param,
-            tokens_param=tokens_param,
             fit=request.fit_max_tokens,
         )
         params = choice_params(request, choice.index % request.n, max_new, adapter)

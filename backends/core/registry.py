@@ -28,10 +28,10 @@ from backends.core.model_service import (
 )
 from backends.core.request import GenerationRequest, Prompt
 from backends.core.service import InferenceService
+from backends.core.speech_service import TranscriptionService
 from backends.engine.kv_events import KVEventPublisher
 from backends.errors import InvalidRequest, ModelNotFound
 from backends.models.encoder import serves_encoder
-from backends.speech.service import TranscriptionService
 from backends.speech.whisper import is_speech_folder
 from backends.types import PreparedPrompt
 

@@ -28,8 +28,8 @@ class GenerationRequest:
     ``seed + i``: reproducible, yet the choices differ.
 
     ``deadline`` is a ``time.perf_counter()`` value; ``None`` means the server's own request
-    timeout, counted from ``accepted_at``. ``param_names`` says how the door calls the fields
-    an error may be about (``prompt``, ``max_tokens``), so messages name the client's field.
+    timeout, counted from ``accepted_at``. Errors name these fields by these names (as
+    :class:`backends.errors.Field`); each door tells them in its own protocol's names.
 
     ``unset`` names the ``sampling`` fields the client left out (temperature, top_p, top_k,
     repetition_penalty): ``sampling`` holds the door's own defaults for them, which the core
@@ -49,12 +49,13 @@ class GenerationRequest:
     request_id: str | None = None
     deadline: float | None = None
     accepted_at: float = field(default_factory=time.perf_counter)
-    param_names: Mapping[str, str] = field(default_factory=dict)
     # Tool calls (a chat with tools): "auto", "none" (the tools are not offered), "required"
     # (at least one call, by constrained decoding) or a tool's name (exactly that call).
     tool_choice: str = "auto"
     parallel_tool_calls: bool = True
     split_reasoning: bool = False  # report the model's thinking apart (the door has a field)
+    # The field the guidance came from: ``tools`` where it forces a tool call.
+    guidance_field: str = "guidance"
 
     def __post_init__(self) -> None:
         if not self.unset <= DEFAULTED_FIELDS:
@@ -76,20 +77,6 @@ class GenerationRequest:
     @property
     def choice_count(self) -> int:
         return len(self.prompts) * self.n
-
-    def param(self, name: str) -> str:
-        """The client's name for the core field ``name`` (for error messages)."""
-        if name in self.param_names:
-            return self.param_names[name]
-        if name == "prompt" and isinstance(self.prompts[0], ChatPrompt):
-            return "messages"
-        defaults = {
-            "guidance": "response_format",
-            "adapter": "model",
-            "num_beams": "use_beam_search",
-            "beam_width": "best_of",
-        }
-        return defaults.get(name, name)
 
 
 def json_schema_guidance(schema: Mapping[str, Any] | None) -> tuple[GuidanceKind, str]:

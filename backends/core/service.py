@@ -21,7 +21,14 @@ from backends.chat.formats import ChatFormat, chat_format
 from backends.chat.prompt_worker import THRESHOLD_CHARS, PromptWorker
 from backends.chat.prompts import check_modalities, prepare_prompt, templates_of
 from backends.config import ModelConfig, ServiceConfig
-from backends.core.handle import Choice, FinishedChoice, RequestHandle, let_loop_deliver
+from backends.core.grammar_check import check_guidance
+from backends.core.handle import (
+    Choice,
+    FinishedChoice,
+    RequestHandle,
+    let_loop_deliver,
+    open_handle,
+)
 from backends.core.model_service import (
     ModelService,
     Observer,
@@ -32,20 +39,19 @@ from backends.core.model_service import (
 from backends.core.planning import (
     apply_tools,
     check_beams,
-    check_guidance,
     check_prompt_size,
     check_prompt_text,
     output_format,
+    own_transcripts,
     plan_jobs,
     with_model_defaults,
 )
 from backends.core.request import GenerationRequest
-from backends.core.timing import RequestTimer
 from backends.engine.choose import strategy_factory
 from backends.engine.kv_events import KVEventSink
 from backends.engine.profiling import ProfileWindow
 from backends.engine.scheduler import Job, Scheduler, Strategy
-from backends.errors import InvalidRequest, NotReady
+from backends.errors import Field, InvalidRequest, NotReady
 from backends.models.folder import ModelFolder
 from backends.models.loader import LoadedModel, load_model
 from backends.models.sampling import SamplingDefaults
@@ -211,7 +217,7 @@ class InferenceService(ModelService):
         if not request.prompts or request.n < 1:
             raise InvalidRequest("The request has no prompt to generate from.", param="prompt")
         check_prompt_text(request)
-        request = self._own_transcripts(request)
+        request = own_transcripts(request, self.names)
         self._admit(request.choice_count)
         model, strategy = self._loaded()
         self.check_media(request)
@@ -231,7 +237,7 @@ class InferenceService(ModelService):
         tokenized = None
         images = any(isinstance(p, ChatPrompt) and p.images for p in request.prompts)
         if chars > THRESHOLD_CHARS and not images:  # tokenizing holds the GIL: elsewhere
-            tokenized = await self._worker(model).prepare(request.prompts, request.param("prompt"))
+            tokenized = await self._worker(model).prepare(request.prompts, Field("prompt"))
         if tokenized is not None or request.sampling.guidance is not None:
             self._admit(request.choice_count)  # the wait may have let others in
         handle = self._new_handle(request, output_format(request, self._chat_format))
@@ -287,13 +293,13 @@ class InferenceService(ModelService):
         """``request``'s prompts as :meth:`submit` feeds them to the model (its tools applied,
         rendered, tokenized), without generating."""
         self._check_model(request.model)
-        request = self._own_transcripts(request)
+        request = own_transcripts(request, self.names)
         loaded, strategy = self._loaded()
         self.check_media(request)
         check_prompt_text(request)
         request = apply_tools(request, self._chat_format)
         check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
-        param = request.param("prompt")
+        param = Field("prompt")
         prompts = request.prompts
         future = self._scheduler.call(lambda m: [prepare_prompt(m, p, param) for p in prompts])
         result: list[PreparedPrompt] = await asyncio.wrap_future(future)
@@ -368,33 +374,11 @@ class InferenceService(ModelService):
         base = request.request_id or f"gen-{next(self._ids)}"
         if any(key == base or key.startswith(base + ".") for key in self._inflight):
             base = f"{base}-{next(self._ids)}"
-        count, n = request.choice_count, request.n
-        choices = [
-            Choice(base if count == 1 else f"{base}.{i}", index=i, prompt_index=i // n)
-            for i in range(count)
-        ]
-        timer = RequestTimer(accepted=request.accepted_at)
-        handle = RequestHandle(
-            base,
-            request.model or self.model_name,
-            choices,
-            timer,
-            self._token,
-            self._finished,
-            output,
-            sampling=request.sampling,
-        )
-        for choice in choices:
+        model = request.model or self.model_name
+        handle = open_handle(request, base, model, self._token, self._finished, output)
+        for choice in handle.choices:
             self._inflight[choice.id] = (choice, handle)
         return handle
-
-    def _own_transcripts(self, request: GenerationRequest) -> GenerationRequest:
-        """The request without an earlier turn's tokens that another model wrote (they mean
-        nothing to this tokenizer): its chat is then tokenized whole."""
-        chat = request.chat
-        if chat is None or chat.continues is None or chat.continues.model in self.names:
-            return request
-        return dataclasses.replace(request, prompt=dataclasses.replace(chat, continues=None))
 
     def _prepare(
         self,
@@ -406,7 +390,7 @@ class InferenceService(ModelService):
     ) -> tuple[None, list[Job]]:
         """On the owner thread: render and tokenize (unless the prompt worker did), then
         everything else that can refuse the request, then its jobs."""
-        param = request.param("prompt")
+        param = Field("prompt")
         prompts = tokenized or [prepare_prompt(model, p, param) for p in request.prompts]
         adapter = request.model if request.model in self.adapter_names else None
         jobs = plan_jobs(request, handle, prompts, model, strategy, self.config.limits, adapter)

@@ -68,13 +68,13 @@ def strategy_factory(
         own = {s: config.speculative(s) for s in ("batch", "generator")}
         speculative = last_logits.server_speculation(model.folder, own)
         if name == "batch":
+            from backends.engine.batch.build import create_batch
             from backends.engine.batch.decoder import UnsupportedModel
             from backends.engine.batch.speculation import Speculation
-            from backends.engine.batch.strategy import BatchStrategy
             from backends.engine.fallback import WithFallback
 
             try:
-                batch = BatchStrategy.create(
+                batch = create_batch(
                     model,
                     slots=slots,
                     prefill_chunk=config.prefill_chunk,

@@ -26,6 +26,7 @@ from backends.engine import last_logits, og_ngram
 from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, Guide, LazyGuide
 from backends.engine.batch.sampler import repetition_penalty
 from backends.engine.logits import log_softmax, logprob_entries, min_p_cut, process_logits
+from backends.engine.og_generator import cuts_min_p, new_generator
 from backends.engine.prefix_cache import (
     Held,
     PrefixCache,
@@ -67,11 +68,6 @@ class _Seq:
     # og's n-gram speculation: its counters when the sequence started (a reused Generator's
     # count on from an earlier sequence's), or None when it does not speculate
     speculating: dict[str, float] | None = None
-
-
-def cuts_min_p(params: GenerationParams) -> bool:
-    """Whether min-p changes the draw: only when sampling (greedy keeps the likeliest)."""
-    return params.min_p > 0 and not params.greedy
 
 
 class _GuidedStepFailed(Exception):
@@ -174,8 +170,14 @@ class GeneratorStrategy:
             )
         else:
             capacity = reuse_capacity(needed, self.model.max_length) if key is not None else needed
-            gen = self._new_generator(
-                p, capacity, wanted_min, returns=1 + len(job.followers), speculative=own
+            gen = new_generator(
+                self.model,
+                self.og_model,
+                p,
+                capacity,
+                wanted_min,
+                returns=1 + len(job.followers),
+                speculative=own,
             )
             if job.media is not None:
                 # The processor's inputs hold the whole prompt: the first step prefills it.
@@ -235,45 +237,6 @@ class GeneratorStrategy:
         self.cache.clear()
 
     # ---- internals -----------------------------------------------------------------------
-    def _new_generator(
-        self,
-        p: GenerationParams,
-        capacity: int,
-        min_length: int,
-        returns: int = 1,
-        speculative: Speculative | None = None,
-    ) -> Any:
-        og = self.model.og
-        params = og.GeneratorParams(self.og_model)
-        capacity = self.model.folder.kv_capacity(capacity)  # a sequence ends at its own limit
-        options: dict[str, Any] = {"max_length": capacity, "do_sample": not p.greedy}
-        if p.num_beams > 1:
-            options.update(
-                num_beams=p.num_beams,
-                num_return_sequences=returns,
-                length_penalty=p.length_penalty,
-                early_stopping=p.early_stopping,
-            )
-        if min_length:
-            # Native EOS suppression: no per-step logits round trip for min_tokens.
-            options["min_length"] = min_length
-        if p.repetition_penalty != 1.0 and not cuts_min_p(p):
-            # (with min-p, :meth:`_decode` applies it before the cut, as the batch sampler)
-            options["repetition_penalty"] = p.repetition_penalty
-        if not p.greedy:
-            options.update(temperature=p.temperature, top_p=p.top_p, top_k=p.top_k)
-            if p.seed is not None:
-                options["random_seed"] = p.seed
-        params.set_search_options(**options)
-        if speculative is not None:
-            params.set_speculative_options(**og_ngram.options(speculative))
-        if p.guidance is not None:
-            params.set_guidance(*p.guidance)
-        generator = og.Generator(self.og_model, params)
-        if p.adapter is not None:
-            generator.set_active_adapter(self.model.adapters, p.adapter)
-        return generator
-
     def _grammars_for_model(self) -> Grammars | None:
         tokenizer = self.model.folder.path / "tokenizer.json"
         if not tokenizer.is_file():

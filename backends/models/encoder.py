@@ -26,7 +26,6 @@ from backends.models.folder import longest_token_chars
 EncoderKind = Literal["embedding", "reranker"]
 Pooling = Literal["mean", "cls", "last"]
 KINDS: tuple[str, ...] = ("embedding", "reranker")
-POOLINGS: tuple[str, ...] = ("mean", "cls", "last")
 
 # Architectures whose embedding is their last token's state (Qwen3-Embedding, e5-mistral, ...).
 _DECODERS = {"qwen2", "qwen3", "llama", "mistral", "gemma", "gemma2", "gemma3_text", "phi3"}
@@ -161,7 +160,8 @@ def _max_length(folder: Path, config: dict[str, Any]) -> int:
     positions = config.get("max_position_embeddings")
     if isinstance(positions, int) and positions > 0:
         # RoBERTa-family position tables start after the padding index.
-        return positions - 2 if config.get("model_type") in ("roberta", "xlm-roberta") else positions
+        roberta = config.get("model_type") in ("roberta", "xlm-roberta")
+        return positions - 2 if roberta else positions
     return 512
 
 

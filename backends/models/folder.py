@@ -15,6 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from backends.errors import StartupError
+from backends.models.infer_config import (
+    CannotInfer,
+    infer_genai_config,
+    read_hf_files,
+)
+from backends.models.inferred_folder import write_inferred_folder
+from backends.models.onnx_graph import GraphReadError, read_graph_io
+from backends.models.sampling import SamplingDefaults, search_defaults
 from backends.models.variants import (
     choose,
     file_candidate,
@@ -22,14 +30,6 @@ from backends.models.variants import (
     find_variant_folders,
     folder_candidate,
 )
-from backends.models.infer_config import (
-    CannotInfer,
-    infer_genai_config,
-    read_hf_files,
-    write_inferred_folder,
-)
-from backends.models.onnx_graph import GraphReadError, read_graph_io
-from backends.models.sampling import SamplingDefaults, search_defaults
 
 log = logging.getLogger("genai.model")
 

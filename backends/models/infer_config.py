@@ -9,19 +9,14 @@ tokenizer files give the rest (context length, EOS/BOS/pad ids). What cannot be 
 refused with a message naming what is missing.
 
 The result is written to a cache folder, never into the model folder (which may be
-read-only): genai_config.json, copies of the tokenizer files, and a link to the folder that
-holds the ONNX file (so its external weights resolve as they would next to it).
+read-only): :mod:`backends.models.inferred_folder`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,8 +25,6 @@ from backends.models.onnx_graph import GraphIO, TensorInfo
 
 log = logging.getLogger("genai.model")
 
-# Bump when the inferred config changes for the same inputs: old cache entries are not reused.
-INFER_VERSION = 1
 
 # The tokenizer and Hugging Face files copied next to the inferred genai_config.json.
 TOKENIZER_FILES = (
@@ -77,7 +70,7 @@ class HFFiles:
         return nested if isinstance(nested, dict) else self.config
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -105,9 +98,9 @@ def _token_ids(path: Path) -> dict[str, int]:
 def read_hf_files(folder: Path) -> HFFiles:
     names = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json")
     return HFFiles(
-        config=_read_json(folder / "config.json"),
-        generation=_read_json(folder / "generation_config.json"),
-        tokenizer_config=_read_json(folder / "tokenizer_config.json"),
+        config=read_json(folder / "config.json"),
+        generation=read_json(folder / "generation_config.json"),
+        tokenizer_config=read_json(folder / "tokenizer_config.json"),
         token_ids=_token_ids(folder / "tokenizer.json"),
         has_tokenizer=(folder / "tokenizer.json").is_file()
         or (folder / "tokenizer.model").is_file(),
@@ -342,88 +335,3 @@ def infer_genai_config(graph: GraphIO, hf: HFFiles, filename: str) -> dict[str, 
             "num_beams": 1,
         },
     }
-
-
-def default_cache_dir() -> Path:
-    """Where inferred configs go: $XDG_CACHE_HOME (or ~/.cache)/onnx-genai-server/configs."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "onnx-genai-server" / "configs"
-
-
-def _writable_cache(preferred: Path) -> Path:
-    for candidate in (preferred, Path(tempfile.gettempdir()) / "onnx-genai-server-configs"):
-        try:
-            candidate.mkdir(parents=True, exist_ok=True)
-            probe = candidate / f".probe-{os.getpid()}"
-            probe.touch()
-            probe.unlink()
-            return candidate
-        except OSError:
-            continue
-    raise CannotInfer(
-        f"no writable cache folder for the inferred genai_config.json (tried {preferred} and "
-        "the temporary folder); set XDG_CACHE_HOME to a writable folder"
-    )
-
-
-def _fingerprint(hf_dir: Path, model_file: Path, config: dict[str, Any]) -> str:
-    parts: list[Any] = [INFER_VERSION, str(hf_dir.resolve()), str(model_file.resolve()), config]
-    for path in [model_file, *(hf_dir / name for name in TOKENIZER_FILES)]:
-        if path.is_file():
-            stat = path.stat()
-            parts.append([path.name, stat.st_size, stat.st_mtime_ns])
-    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode())
-    return digest.hexdigest()[:16]
-
-
-def _link(target: Path, link: Path) -> None:
-    try:
-        link.symlink_to(target.resolve(), target_is_directory=True)
-        return
-    except OSError:
-        pass
-    # No symlinks (Windows without the privilege): hard links to each file, same file system.
-    link.mkdir()
-    try:
-        for item in target.iterdir():
-            if item.is_file():
-                os.link(item, link / item.name)
-    except OSError as exc:
-        raise CannotInfer(
-            f"cannot link {target} into the cache folder ({exc.strerror or exc}); write a "
-            "genai_config.json into the model folder instead"
-        ) from None
-
-
-def write_inferred_folder(
-    hf_dir: Path, model_file: Path, config: dict[str, Any], cache_dir: Path | None = None
-) -> tuple[Path, bool]:
-    """A folder onnxruntime-genai can load: the inferred config, the tokenizer files, a link to
-    the ONNX file's folder. Returns (folder, whether it was already there). Atomic: several
-    processes starting at once end with one complete folder."""
-    root = _writable_cache(cache_dir or default_cache_dir())
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", hf_dir.resolve().name)[:60] or "model"
-    dest = root / f"{name}-{_fingerprint(hf_dir, model_file, config)}"
-    if (dest / "genai_config.json").is_file():
-        return dest, True
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
-    try:
-        _link(model_file.parent, tmp / LINK_NAME)
-        for file in TOKENIZER_FILES:
-            if (hf_dir / file).is_file():
-                shutil.copyfile(hf_dir / file, tmp / file)
-        if not (tmp / "chat_template.jinja").is_file():
-            template = _read_json(hf_dir / "chat_template.json").get("chat_template")
-            if isinstance(template, str):  # processors' older home for the template
-                (tmp / "chat_template.jinja").write_text(template, encoding="utf-8")
-        (tmp / "genai_config.json").write_text(json.dumps(config, indent=4), encoding="utf-8")
-        try:
-            tmp.rename(dest)
-        except OSError:  # another process finished first
-            if not (dest / "genai_config.json").is_file():
-                raise
-            return dest, True
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return dest, False

@@ -183,7 +183,7 @@ class Initializer:
 
 def _initializer(buf: memoryview) -> Initializer:
     name, dtype, elements = "", "unknown", 1
-    for number, wire, value in _fields(buf):
+    for number, _wire, value in _fields(buf):
         if number == 1:  # dims: packed (wire 2) or one varint each
             if isinstance(value, memoryview):
                 pos = 0

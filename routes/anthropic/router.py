@@ -17,6 +17,7 @@ from backends.core.request import GenerationRequest
 from routes.anthropic import serving
 from routes.anthropic.errors import AnthropicErrors
 from routes.door.answer import answer
+from routes.door.fields import client_names, door_names, submit
 from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
@@ -75,7 +76,7 @@ async def create_message(
     body: MessagesRequest, models: ModelsDep, request: Request
 ) -> Message | EventSourceResponse:
     messages = await load_media(request, serving.messages_request(body, request_id(request)))
-    handle = await models.submit(messages)
+    handle = await submit(models, messages)
     return await answer(request, serving.MESSAGES, handle, body, stream=body.stream)
 
 
@@ -92,7 +93,8 @@ async def count_tokens(
     what `usage` reports for the same request (`input_tokens` + `cache_read_input_tokens`)."""
     counted = GenerationRequest(serving.count_prompt(body), model=body.model)
     prompt = (await load_media(request, counted)).prompts[0]
-    prepared = await models.tokenize(prompt, body.model)
+    with client_names(door_names(prompt)):
+        prepared = await models.tokenize(prompt, body.model)
     return CountTokensResponse(input_tokens=len(prepared))
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
+from backends.core.speech_service import TranscriptionHandle
 from backends.errors import InvalidRequest
 from backends.speech.request import Segment, TranscriptionResult
-from backends.speech.service import TranscriptionHandle
 from schemas.audio import (
     TranscriptionJson,
     TranscriptionMetrics,

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
 from routes.door.answer import answer
+from routes.door.fields import submit
 from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
@@ -41,7 +42,7 @@ async def healthz(models: ModelsDep) -> JSONResponse:
 @router.post("/v1/chat", response_model=ChatResponse, responses=ERROR_RESPONSES, tags=["chat"])
 async def chat(body: ChatRequest, models: ModelsDep, request: Request) -> ChatResponse:
     chat = await load_media(request, serving.chat_request(body, request_id(request)))
-    handle = await models.submit(chat)
+    handle = await submit(models, chat)
     return await answer(request, serving.CHAT, handle, body, stream=False)
 
 
@@ -64,5 +65,5 @@ async def chat_stream(
     body: ChatRequest, models: ModelsDep, request: Request
 ) -> EventSourceResponse:
     chat = await load_media(request, serving.chat_request(body, request_id(request)))
-    handle = await models.submit(chat)
+    handle = await submit(models, chat)
     return await answer(request, serving.CHAT, handle, body, stream=True)

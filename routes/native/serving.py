@@ -59,6 +59,9 @@ CHAT = Door(whole=chat_response, stream=chat_stream)
 
 
 # ---- /generate ---------------------------------------------------------------------------------
+GENERATE_FIELDS = {"max_tokens": "max_new_tokens"}  # this door's names for the core's fields
+
+
 def generate_request(body: GenerateRequest, request_id: str) -> GenerationRequest:
     return GenerationRequest(
         TextPrompt(body.prompt),
@@ -68,7 +71,6 @@ def generate_request(body: GenerateRequest, request_id: str) -> GenerationReques
         stop=body.stop_list,
         model=body.model,
         request_id=request_id,
-        param_names={"max_tokens": "max_new_tokens"},
     )
 
 

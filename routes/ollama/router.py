@@ -15,6 +15,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import PlainTextResponse
 
 from routes.door.answer import answer_lines
+from routes.door.fields import submit
 from routes.door.media import load_media
 from routes.http.cancellation import unless_disconnected
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
@@ -82,7 +83,7 @@ async def chat(
     if not body.messages:
         return serving.loaded_chat(body.model)
     chat = await load_media(request, serving.chat_request(body, request_id(request)))
-    handle = await models.submit(chat)
+    handle = await submit(models, chat, serving.FIELDS)
     return await answer_lines(request, serving.CHAT, handle, body, stream=body.stream)
 
 
@@ -100,7 +101,7 @@ async def generate(
     if not body.prompt and not body.images:
         return serving.loaded_generate(body.model)
     completion = await load_media(request, serving.generate_request(body, request_id(request)))
-    handle = await models.submit(completion)
+    handle = await submit(models, completion, serving.FIELDS)
     return await answer_lines(request, serving.GENERATE, handle, body, stream=body.stream)
 
 

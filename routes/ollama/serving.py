@@ -39,8 +39,8 @@ from schemas.ollama import (
     ToolCall,
 )
 
-# The core's names for the fields an error may be about → the client's.
-_PARAMS = {
+# This door's names for the core's fields, where they differ (for errors).
+FIELDS = {
     "max_tokens": "options.num_predict",
     "guidance": "format",
     "top_k": "options.top_k",
@@ -87,7 +87,6 @@ def _request(
         stop=opts.stop or (),
         model=body.model,
         request_id=request_id,
-        param_names=_PARAMS,
         tool_choice=tool_choice,
         split_reasoning=True,
     )

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
 from routes.door.answer import answer
+from routes.door.fields import render, submit
 from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
@@ -54,7 +55,7 @@ async def chat_completions(
     body: ChatCompletionRequest, models: ModelsDep, request: Request
 ) -> ChatCompletion | EventSourceResponse:
     chat = await load_media(request, serving.chat_request(body, request_id(request)))
-    handle = await models.submit(chat)
+    handle = await submit(models, chat, serving.chat_fields(body))
     return await answer(request, serving.CHAT, handle, body, stream=body.stream)
 
 
@@ -67,7 +68,7 @@ async def chat_completions(
 async def completions(
     body: CompletionRequest, models: ModelsDep, request: Request
 ) -> Completion | EventSourceResponse:
-    handle = await models.submit(serving.completion_request(body, request_id(request)))
+    handle = await submit(models, serving.completion_request(body, request_id(request)))
     return await answer(request, serving.COMPLETIONS, handle, body, stream=body.stream)
 
 
@@ -84,7 +85,7 @@ async def render_chat_completion(
     tools and images applied); nothing is generated. The inference gateway's endpoint picker
     tokenizes with it for prefix-aware routing."""
     chat = await load_media(request, serving.chat_request(body, request_id(request)))
-    [prompt] = await models.render(chat)
+    [prompt] = await render(models, chat, serving.chat_fields(body))
     return serving.rendered(prompt)
 
 
@@ -99,7 +100,7 @@ async def render_completion(
 ) -> list[RenderedPrompt]:
     """The token ids ``/v1/completions`` would feed the model, for each prompt of this body;
     nothing is generated."""
-    prompts = await models.render(serving.completion_request(body, request_id(request)))
+    prompts = await render(models, serving.completion_request(body, request_id(request)))
     return [serving.rendered(prompt) for prompt in prompts]
 
 

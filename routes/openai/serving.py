@@ -75,11 +75,15 @@ def chat_request(body: ChatCompletionRequest, request_id: str) -> GenerationRequ
         n=body.n,
         model=body.model,
         request_id=request_id,
-        param_names={"max_tokens": body.token_limit_name},
         tool_choice=body.tool_choice_name,
         parallel_tool_calls=body.parallel_tool_calls is not False,
         split_reasoning=True,
     )
+
+
+def chat_fields(body: ChatCompletionRequest) -> dict[str, str]:
+    """This door's names for the core's fields, where they differ (for errors)."""
+    return {"max_tokens": body.token_limit_name}
 
 
 def completion_request(body: CompletionRequest, request_id: str) -> GenerationRequest:

@@ -17,6 +17,7 @@ from sse_starlette import EventSourceResponse
 
 from backends.errors import InvalidRequest
 from routes.door.answer import answer
+from routes.door.fields import submit
 from routes.door.media import load_media
 from routes.http.auth import request_owner
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
@@ -78,7 +79,7 @@ async def create_response(
     turn = await state.begin(body, store, owner)
     earlier = turn.earlier_items()
     core = serving.responses_request(body, request_id(request), earlier, turn.continues)
-    handle = await models.submit(await load_media(request, core))
+    handle = await submit(models, await load_media(request, core), serving.FIELDS)
     return await answer(request, serving.RESPONSES, handle, turn, stream=body.stream)
 
 

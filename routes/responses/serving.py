@@ -35,8 +35,8 @@ from schemas.responses import (
 
 log = logging.getLogger(__name__)
 
-# How this door names the core's fields in error messages.
-PARAM_NAMES = {"prompt": "input", "max_tokens": "max_output_tokens", "guidance": "text.format"}
+# This door's names for the core's fields, where they differ (for errors).
+FIELDS = {"prompt": "input", "max_tokens": "max_output_tokens", "guidance": "text.format"}
 
 
 # ---- requests ----------------------------------------------------------------------------------
@@ -73,7 +73,6 @@ def responses_request(
         stop=body.stop_list,
         model=body.model,
         request_id=request_id,
-        param_names=PARAM_NAMES,
         tool_choice=body.tool_choice_name,
         parallel_tool_calls=body.parallel_tool_calls is not False,
         split_reasoning=True,

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 
 from backends.core.request import ChatPrompt, GenerationRequest, Prompt, TextPrompt
 from routes.door.convert import chat_prompt
+from routes.door.fields import client_names, door_names
 from routes.door.media import load_media
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from schemas.tokenizer import (
@@ -37,7 +38,9 @@ async def tokenize(body: TokenizeRequest, models: ModelsDep, request: Request) -
     """Token ids of raw text, or of a chat after the model's template (an image as its image
     tokens)."""
     prompt = TextPrompt(body.prompt) if body.prompt is not None else _chat(body)
-    prepared = await models.tokenize(await _loaded(request, prompt, body.model), body.model)
+    loaded = await _loaded(request, prompt, body.model)
+    with client_names(door_names(loaded)):
+        prepared = await models.tokenize(loaded, body.model)
     return TokenizeResponse(
         count=len(prepared),
         max_model_len=models.get(body.model).max_length,
@@ -56,4 +59,6 @@ async def apply_template(
 ) -> ApplyTemplateResponse:
     """A chat rendered with the model's template, as the model would get it."""
     prompt = await _loaded(request, _chat(body), body.model)
-    return ApplyTemplateResponse(prompt=(await models.tokenize(prompt, body.model)).text)
+    with client_names(door_names(prompt)):
+        prepared = await models.tokenize(prompt, body.model)
+    return ApplyTemplateResponse(prompt=prepared.text)

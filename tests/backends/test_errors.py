@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from backends.errors import ContextLengthExceeded, Overloaded
+from backends.errors import ContextLengthExceeded, Field, InvalidRequest, Overloaded
 
 pytestmark = pytest.mark.unit
 
@@ -19,3 +19,16 @@ def test_errors_keep_their_fields_through_pickling(cls: type) -> None:
         "prompt",
         {"a": "b"},
     )
+
+
+def test_a_door_renames_the_fields_an_error_names_and_nothing_else() -> None:
+    """The core names its own fields (Field); a door tells them by its own names. A plain
+    string that happens to spell a field's name stays as it is."""
+    prompt = Field("prompt")
+    error = InvalidRequest(["The prompt is long: shorten the ", prompt, "."], param=prompt)
+    error = pickle.loads(pickle.dumps(error))  # as from the prompt worker process
+    told = error.renamed({"prompt": "messages"}.__getitem__)
+    assert (type(told), told.param) == (InvalidRequest, "messages")
+    assert told.message == "The prompt is long: shorten the messages."
+    plain = InvalidRequest("No prompt.", param="prompt")
+    assert plain.renamed({"prompt": "messages"}.__getitem__) is plain

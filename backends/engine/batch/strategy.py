@@ -51,63 +51,32 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from backends.engine import last_logits
 from backends.engine.batch.block_ledger import BlockLedger
-from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
-from backends.engine.batch.guidance import Constraint, Grammars, GuidanceError, first_line
-from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
+from backends.engine.batch.chunks import ChunkReader, InFlight
+from backends.engine.batch.decoder import Decoder
+from backends.engine.batch.guidance import Constraint, Grammars
+from backends.engine.batch.kv_cache import KVCache
 from backends.engine.batch.prefill_policy import PrefillPolicy
-from backends.engine.batch.prefix_store import BLOCK_TOKENS, PrefixStore
+from backends.engine.batch.prefix_store import PrefixStore
 from backends.engine.batch.sampler import Choice, RowState, choose
+from backends.engine.batch.sequence import MIN_CHUNK, Seq, chunk_budget, take
 from backends.engine.batch.sharing import SHARE_MIN, PrefixSharing
 from backends.engine.batch.slots import SlotTable
-from backends.engine.batch.speculation import Drafter, Speculation, accept
-from backends.engine.kv_events import KVEventSink
-from backends.engine.logits import logprob_entries
-from backends.engine.prefix_cache import chunk_length
+from backends.engine.batch.speculation import Speculation, accept
 from backends.engine.scheduler import Job, Refusal
 from backends.models.loader import LoadedModel
 from backends.types import (
     FinishReason,
-    GeneratedToken,
     GenerationParams,
     KVUsage,
-    PrefixStoreStats,
 )
 
 log = logging.getLogger("genai.batch")
-
-# The smallest prefill chunk a step budget leaves: even with many rows decoding, a newcomer's
-# prompt goes on being read, in chunks that are not yet much dearer per token than long ones.
-MIN_CHUNK = 16
-
-
-@dataclass
-class _Seq:
-    job: Job
-    row: int
-    tokens: list[int]  # tokens whose keys and values the row holds, in order
-    pending: list[int]  # prompt tokens still to prefill
-    state: RowState
-    stream: Any
-    exact: int = 0  # the first positions that will be exact once fed (slots.py)
-    next_token: int | None = None  # chosen and passed on, not yet fed to the model
-    drafter: Drafter | None = None  # its n-gram lookup, once it has drafted
-
-
-@dataclass
-class _InFlight:
-    """A prefill chunk running on the worker thread while decode steps go on."""
-
-    seq: _Seq
-    past: int  # positions its row held before the chunk: all another row may copy yet
-    future: Future[Any]
 
 
 class BatchStrategy:
@@ -139,99 +108,17 @@ class BatchStrategy:
         self.overlap = bool(overlap)  # a newcomer's prefill runs beside decode steps
         # "auto": only where it pays, by what the runs cost (prefill_policy.py)
         self.policy = PrefillPolicy(min_chunk=MIN_CHUNK) if overlap == "auto" else None
-        self._worker: ThreadPoolExecutor | None = None  # feeds a prefill chunk beside a decode
-        self._inflight: _InFlight | None = None
-        # What runs while a chunk is in flight, the chunk and the decode runs beside it: a
-        # session with half the threads, so the two share the cores instead of fighting.
-        self._overlap_decoder = overlap_decoder or decoder
+        self.chunks: ChunkReader[Seq] = ChunkReader(kv, decoder, overlap_decoder, self.policy)
         self.slots = SlotTable(kv.slots, keep=cache_size)
         self.sharing = PrefixSharing(kv, self.slots, store, share_min)
         self.grammars = Grammars(
             model.folder.path / "tokenizer.json", decoder.spec.vocab_size, model.eos_token_ids
         )
         self.speculation = speculation or Speculation(0)
-        self._active: list[_Seq] = []
+        self._active: list[Seq] = []
         self._make_session = make_session
         self._plain_session = decoder.session
         self.ledger = ledger  # told what the rows hold after each step, for the KV events
-
-    @classmethod
-    def create(
-        cls,
-        model: LoadedModel,
-        *,
-        slots: int,
-        prefill_chunk: int = 256,
-        step_tokens: int = 0,
-        overlap: bool | str = False,
-        cache_size: int = 4,
-        kv_budget_mib: float | None = None,
-        store_mib: float = 0.0,
-        share_min: int = SHARE_MIN,
-        store_stats: PrefixStoreStats | None = None,
-        kv_events: KVEventSink | None = None,
-        speculation: Speculation | None = None,
-    ) -> BatchStrategy:
-        """The strategy for ``model``, or :class:`UnsupportedModel` saying why not;
-        ``kv_events``: where it tells the blocks its KV cache holds (with sharing on: only
-        then may another prompt use them)."""
-        if model.provider.name != "cpu":
-            raise UnsupportedModel(f"it runs on the CPU only, not {model.provider.name}")
-        if not (model.folder.path / "tokenizer.json").is_file():
-            raise UnsupportedModel("constrained decoding needs tokenizer.json")
-        import onnxruntime as ort
-
-        decoder_cfg = model.folder.config["model"]["decoder"]
-        path = str(model.folder.path / decoder_cfg["filename"])
-
-        def make_session(profile_prefix: str | None = None, threads: int = model.threads) -> Any:
-            options = session_options(ort, model.folder, threads)
-            if profile_prefix is not None:
-                options.enable_profiling = True
-                options.profile_file_prefix = profile_prefix
-            return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-
-        session = make_session()
-        half = make_session(threads=model.threads // 2) if overlap and model.threads > 1 else None
-        spec = read_spec(model.folder, {i.name: i.type for i in session.get_inputs()})
-        # at least a sliding window, whatever the budget; a sequence still ends at max_length
-        capacity = model.folder.kv_capacity(
-            capacity_for(spec, slots, model.max_length, kv_budget_mib)
-        )
-        started = time.perf_counter()
-        kv = KVCache(spec, slots, capacity, ort)
-        log.info(
-            "batch scheduler: %d slots x %d tokens; KV cache %.1f MiB reserved in %.1f s "
-            "(%.1f KiB per token, %.1f MiB per slot)",
-            slots,
-            capacity,
-            kv.nbytes / MIB,
-            time.perf_counter() - started,
-            spec.bytes_per_token / 1024,
-            kv.nbytes / slots / MIB,
-        )
-        ledger = None
-        if kv_events is not None and share_min > 0:
-            ledger = BlockLedger(BLOCK_TOKENS, kv_events)
-        store = None
-        if store_mib > 0 and share_min > 0:
-            size = int(store_mib * MIB)
-            store = PrefixStore(size, spec.bytes_per_token, stats=store_stats, listener=ledger)
-        return cls(
-            model,
-            Decoder(spec, session, ort),
-            kv,
-            prefill_chunk=prefill_chunk,
-            step_tokens=step_tokens,
-            overlap=overlap,
-            cache_size=cache_size,
-            make_session=make_session,
-            store=store,
-            share_min=share_min,
-            overlap_decoder=None if half is None else Decoder(spec, half, ort),
-            ledger=ledger,
-            speculation=speculation,
-        )
 
     # ---- Strategy ------------------------------------------------------------------------
     def unsupported(self, params: GenerationParams, prompt_tokens: int = 0) -> str | Refusal | None:
@@ -243,6 +130,10 @@ class BatchStrategy:
 
     def active_jobs(self) -> list[Job]:
         return [s.job for s in self._active]
+
+    @property
+    def _inflight(self) -> InFlight[Seq] | None:
+        return self.chunks.inflight
 
     def kv_usage(self) -> KVUsage:
         """Tokens the running sequences' rows hold, of every row's capacity. Resident rows
@@ -261,7 +152,7 @@ class BatchStrategy:
         row, held = self.slots.acquire(job.prompt_ids)
         prompt = job.prompt_ids
         exact = min(held, self.slots.exact(row))  # all of the prompt, if what it holds is
-        seq = _Seq(
+        seq = Seq(
             job,
             row,
             tokens=list(prompt[:held]),
@@ -301,7 +192,7 @@ class BatchStrategy:
             else:  # in this step, as many tokens as the prefill policy lets the rows wait for
                 self._guarded([newcomer], lambda seqs, n=plan: self._prefill(seqs, n))
         elif newcomer is not None:
-            chunk = self._chunk_budget(len(decoding))
+            chunk = chunk_budget(len(decoding), self.prefill_chunk, self.step_tokens)
             beside = decode if decoding and self.step_tokens > 0 else None
             self._guarded([newcomer], lambda seqs: self._prefill(seqs, chunk, beside))
         if decoding and not decoded:
@@ -334,8 +225,7 @@ class BatchStrategy:
     def close(self) -> None:
         self._settle()
         self.set_profiling(None)
-        if self._worker is not None:
-            self._worker.shutdown()
+        self.chunks.close()
         if self.ledger is not None:
             self.ledger.clear()  # the model is unloaded: its KV goes with it
 
@@ -348,7 +238,7 @@ class BatchStrategy:
             self.ledger.flush()
 
     # ---- internals -----------------------------------------------------------------------
-    def _guarded(self, seqs: list[_Seq], run: Any) -> None:
+    def _guarded(self, seqs: list[Seq], run: Any) -> None:
         try:
             run(seqs)
         except Exception as exc:
@@ -374,7 +264,7 @@ class BatchStrategy:
             if seq.pending and len(seq.tokens) == seq.job.cached_tokens:  # none of its own fed
                 self._share(seq, first=False)
 
-    def _share(self, seq: _Seq, *, first: bool) -> None:
+    def _share(self, seq: Seq, *, first: bool) -> None:
         """Copy into ``seq``'s row the longest prefix of its prompt another row (busy or
         resident) or the prefix store holds, if longer than what the row holds."""
         rows = [(s.row, self._written(s)) for s in self._active] + self.slots.shareable()
@@ -384,15 +274,7 @@ class BatchStrategy:
             seq.tokens, seq.pending = list(prompt[:n]), list(prompt[n:])
             seq.job.cached_tokens, seq.exact = n, len(prompt)
 
-    def _chunk_budget(self, decoding: int) -> int:
-        """Prompt tokens one prefill chunk may feed beside ``decoding`` decode rows: what the
-        step budget leaves (at least ``MIN_CHUNK``), all of ``prefill_chunk`` when none decodes
-        or there is no budget."""
-        if decoding == 0 or self.step_tokens <= 0:
-            return self.prefill_chunk
-        return min(self.prefill_chunk, max(self.step_tokens - decoding, MIN_CHUNK))
-
-    def _written(self, seq: _Seq) -> list[int]:
+    def _written(self, seq: Seq) -> list[int]:
         """The exact prefix of ``seq``'s row another row may copy now: not the positions a
         chunk in flight is still writing."""
         held = seq.tokens[: seq.exact]
@@ -400,56 +282,18 @@ class BatchStrategy:
             return held[: self._inflight.past]
         return held
 
-    def _next_chunk(self, seq: _Seq, budget: int) -> tuple[list[int], int]:
-        """Take the next chunk (at most ``budget`` tokens, prompts cut in even chunks: no
-        short last run) off ``seq``'s pending prompt; returns it and the positions before it."""
-        pieces = -(-len(seq.pending) // max(budget, 1))
-        n = chunk_length(len(seq.pending), -(-len(seq.pending) // pieces))
-        chunk = seq.pending[:n]
-        del seq.pending[:n]
-        past = len(seq.tokens)
-        seq.tokens += chunk
-        return chunk, past
-
-    def _feed(self, row: int, chunk: list[int], past: int, decoder: Decoder | None = None) -> Any:
-        total = past + len(chunk)
-        return (decoder or self.decoder).run(
-            np.asarray([chunk], dtype=np.int64),
-            np.ones((1, total), dtype=np.int64),
-            np.arange(past, total, dtype=np.int64)[None, :],
-            self.kv,
-            (row, row + 1),
-        )
-
-    def _read(self, row: int, chunk: list[int], past: int, decoder: Decoder | None = None) -> Any:
-        """Feed a prompt chunk, and tell the prefill policy what it cost (a verify run is
-        fed, but is no prompt read)."""
-        started = time.perf_counter()
-        logits = self._feed(row, chunk, past, decoder)
-        if self.policy is not None:  # from the worker thread too: a float the GIL guards
-            beside = decoder is not None  # the overlap's session, beside decode steps
-            self.policy.prefilled(len(chunk), time.perf_counter() - started, beside=beside)
-        return logits
-
-    def _submit(
-        self, seq: _Seq, chunk: list[int], past: int, decoder: Decoder | None = None
-    ) -> Future[Any]:
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(1, thread_name_prefix="batch-prefill")
-        return self._worker.submit(self._read, seq.row, chunk, past, decoder)
-
-    def _prefill(self, seqs: list[_Seq], budget: int, beside: Any = None) -> None:
+    def _prefill(self, seqs: list[Seq], budget: int, beside: Any = None) -> None:
         """Feed the next chunk (at most ``budget`` tokens) of a newcomer's prompt into its row;
         ``beside`` (the others' decode run) runs meanwhile on this thread, the chunk on the
         worker thread: onnxruntime releases the GIL, and the two runs touch different
         positions (the newcomer's row rides along in the decode run as a dummy whose one new
         position is written just past this chunk)."""
         [seq] = seqs
-        chunk, past = self._next_chunk(seq, budget)
+        chunk, past = seq.next_chunk(budget)
         if beside is None:
-            logits = self._read(seq.row, chunk, past)
+            logits = self.chunks.read(seq.row, chunk, past)
         else:
-            fed = self._submit(seq, chunk, past)
+            fed = self.chunks.submit(seq.row, chunk, past)
             try:
                 beside()
             finally:
@@ -457,23 +301,21 @@ class BatchStrategy:
         if not seq.pending:
             self._choose([seq], logits[:, -1, :])
 
-    def _launch(self, seqs: list[_Seq]) -> None:
+    def _launch(self, seqs: list[Seq]) -> None:
         """Start the next chunk (up to ``prefill_chunk`` tokens) of a newcomer's prompt on the
         worker thread; :meth:`_land` takes its result at a later step."""
         [seq] = seqs
-        chunk, past = self._next_chunk(seq, self.prefill_chunk)
-        fed = self._submit(seq, chunk, past, self._overlap_decoder)
-        self._inflight = _InFlight(seq, past, fed)
+        chunk, past = seq.next_chunk(self.prefill_chunk)
+        self.chunks.launch(seq, seq.row, chunk, past)
 
     def _land(self, *, wait: bool) -> None:
         """Take the chunk in flight if it is done (or, with ``wait``, once it is): its row
         then holds it, and after a prompt's last chunk its first token is chosen."""
-        inflight = self._inflight
-        if inflight is None or not (wait or inflight.future.done()):
+        inflight = self.chunks.landed(wait=wait)
+        if inflight is None:
             return
-        self._inflight = None
 
-        def land(seqs: list[_Seq]) -> None:
+        def land(seqs: list[Seq]) -> None:
             logits = inflight.future.result()
             if not inflight.seq.pending:
                 self._choose(seqs, logits[:, -1, :])
@@ -483,10 +325,9 @@ class BatchStrategy:
     def _settle(self) -> bool:
         """Wait for the chunk in flight, if any, and drop its result (its sequence ends);
         whether it was fed."""
-        inflight, self._inflight = self._inflight, None
-        return inflight is None or inflight.future.exception() is None
+        return self.chunks.settle()
 
-    def _decode(self, seqs: list[_Seq]) -> None:
+    def _decode(self, seqs: list[Seq]) -> None:
         rows = max(s.row for s in seqs) + 1
         lengths = self._row_lengths(rows)
         ids = np.zeros((rows, 1), dtype=np.int64)
@@ -497,7 +338,7 @@ class BatchStrategy:
             np.int64
         )
         positions = np.asarray(lengths, dtype=np.int64)[:, None]
-        decoder = self.decoder if self._inflight is None else self._overlap_decoder
+        decoder = self.chunks.running
         started = time.perf_counter()
         logits = decoder.run(ids, mask, positions, self.kv, (0, rows))
         if self.policy is not None:
@@ -517,41 +358,21 @@ class BatchStrategy:
                 lengths[seq.row] = len(seq.tokens)
         return lengths
 
-    def _choose(self, seqs: Sequence[_Seq], logits: Any) -> None:
+    def _choose(self, seqs: Sequence[Seq], logits: Any) -> None:
         eos = self.model.eos_token_ids
         choices = choose(np.asarray(logits, dtype=np.float32), [s.state for s in seqs], eos)
         for seq, choice in zip(seqs, choices, strict=True):
             self._take(seq, choice)
 
-    def _take(self, seq: _Seq, choice: Choice) -> bool:
-        """Pass a chosen token on, or end the sequence with it; whether it goes on (the token
-        is then its next one to feed)."""
-        token, state, p = choice.token, seq.state, seq.job.params
-        if state.guide is not None:
-            try:
-                state.guide.consume(token)
-            except GuidanceError as exc:
-                self._finish(seq, "grammar_error", first_line(str(exc)))
-                return False
-        if token in self.model.eos_token_ids:
-            self._finish(seq, "stop")
-            return False
-        state.accept(token)
-        event = GeneratedToken(token, self.model.token_text(seq.stream, token))
-        if choice.logprobs is not None:
-            chosen, top = logprob_entries(choice.logprobs, token, p.top_logprobs, self._token_text)
-            event = GeneratedToken(token, event.text, chosen, top)
-        if seq.job.emit(event) or (state.guide is not None and state.guide.ended()):
-            self._finish(seq, "stop")
-        elif state.generated >= p.max_new_tokens:
-            self._finish(seq, "length")
-        else:
-            seq.next_token = token
-            return True
-        return False
+    def _take(self, seq: Seq, choice: Choice) -> bool:
+        """Pass a chosen token on, or end the sequence with it; whether it goes on."""
+        ending = take(seq, choice, self.model, self._token_text)
+        if ending is not None:
+            self._finish(seq, *ending)
+        return ending is None
 
     # ---- speculation (backends/engine/batch/speculation.py) ------------------------------
-    def _drafts(self, decoding: list[_Seq]) -> list[tuple[_Seq, list[int]]]:
+    def _drafts(self, decoding: list[Seq]) -> list[tuple[Seq, list[int]]]:
         """The decoding rows that draft this step, each with its draft: at most as many tokens
         as it may still emit less one (the token after the draft is emitted too), and as fit
         in its row."""
@@ -564,22 +385,23 @@ class BatchStrategy:
         ]
         return self.speculation.drafts(decoding, room)
 
-    def _verify(self, seq: _Seq, draft: list[int]) -> None:
+    def _verify(self, seq: Seq, draft: list[int]) -> None:
         """Feed the row's next token and its draft in one batch-1 run (the attention op takes
         several new tokens over a past only at batch size 1), then take the choice at each
         position, with the sequence's state as of the tokens taken before it, while it
         equals the draft token fed at the next position. The positions written past the
         last taken token are not counted in the row: its next run overwrites them."""
         assert seq.next_token is not None
-        decoder = self.decoder if self._inflight is None else self._overlap_decoder
-        logits = self._feed(seq.row, [seq.next_token, *draft], len(seq.tokens), decoder)
+        logits = self.chunks.feed(
+            seq.row, [seq.next_token, *draft], len(seq.tokens), self.chunks.running
+        )
         accepted = accept(seq, draft, logits[0], self._take, self.model.eos_token_ids)
         self.speculation.settle(seq, len(draft), accepted)
 
     def _token_text(self, token: int) -> str:
         return str(self.model.tokenizer.decode(np.asarray([token], dtype=np.int32)))
 
-    def _finish(self, seq: _Seq, reason: FinishReason, error: str | None = None) -> None:
+    def _finish(self, seq: Seq, reason: FinishReason, error: str | None = None) -> None:
         self._active.remove(seq)
         self.speculation.ended(seq)
         seq.job.finish(reason, error)

@@ -4,7 +4,7 @@ import pytest
 
 from backends.core.planning import plan_max_new_tokens, with_model_defaults
 from backends.core.request import GenerationRequest, TextPrompt
-from backends.errors import ContextLengthExceeded
+from backends.errors import ContextLengthExceeded, Field
 from backends.models.sampling import DEFAULTED_FIELDS, SamplingDefaults
 from backends.types import SamplingParams
 
@@ -33,18 +33,24 @@ def test_prompt_filling_the_context_is_refused(prompt: int) -> None:
     with pytest.raises(ContextLengthExceeded) as exc:
         plan_max_new_tokens(prompt, None, 256, 2048)
     assert str(prompt) in str(exc.value)
-    assert exc.value.param == "messages"
+    assert exc.value.param == "prompt"
 
 
-def test_errors_name_the_door_s_fields() -> None:
+def test_errors_name_the_core_s_fields_and_a_door_renames_them() -> None:
     with pytest.raises(ContextLengthExceeded) as exc:
-        plan_max_new_tokens(10, 50, 256, 40, prompt_param="prompt", tokens_param="max_new_tokens")
-    assert exc.value.param == "max_new_tokens" and "Reduce max_new_tokens or the prompt" in str(
-        exc.value
+        plan_max_new_tokens(10, 50, 256, 40)
+    assert exc.value.param == "max_tokens" and isinstance(exc.value.param, Field)
+    assert "Reduce max_tokens or the prompt." in exc.value.message
+    door = {"max_tokens": "max_new_tokens", "prompt": "messages"}
+    told = exc.value.renamed(lambda name: door.get(name, name))
+    assert type(told) is ContextLengthExceeded and told.code == "context_length_exceeded"
+    assert (
+        told.param == "max_new_tokens" and "Reduce max_new_tokens or the messages." in told.message
     )
     with pytest.raises(ContextLengthExceeded) as exc:
-        plan_max_new_tokens(40, None, 256, 40, prompt_param="prompt")
-    assert exc.value.param == "prompt" and "Shorten the prompt" in str(exc.value)
+        plan_max_new_tokens(40, None, 256, 40)
+    told = exc.value.renamed(lambda name: door.get(name, name))
+    assert told.param == "messages" and "Shorten the messages." in told.message
 
 
 def test_fit_reduces_an_explicit_request_to_the_room_left() -> None:

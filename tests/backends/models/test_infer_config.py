@@ -19,8 +19,8 @@ from backends.models.infer_config import (
     HFFiles,
     infer_genai_config,
     read_hf_files,
-    write_inferred_folder,
 )
+from backends.models.inferred_folder import write_inferred_folder
 from backends.models.onnx_graph import GraphIO, TensorInfo, read_graph_io
 from config.settings import REPO_ROOT
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from backends.config import ModelConfig, ServiceConfig
+from backends.core.speech_service import TranscriptionService
 from backends.speech.request import TranscriptionRequest
-from backends.speech.service import TranscriptionService
 from backends.speech.whisper import WhisperModel, is_speech_folder
 
 pytestmark = pytest.mark.model

@@ -228,7 +228,7 @@ def test_a_finished_transcription_frees_its_audio_at_once(
     import time
     import weakref
 
-    from backends.speech import service
+    from backends.core import speech_service as service
 
     kept: list[weakref.ref[Any]] = []
 

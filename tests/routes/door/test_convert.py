@@ -15,6 +15,7 @@ from backends.errors import GenerationFailed
 from backends.types import SEED_MAX, SamplingParams, Usage
 from routes.door import ids
 from routes.door.convert import finish_reason, sampling_params, totals
+from routes.door.fields import door_names
 from routes.http.sse import sse_events
 from routes.native.serving import chat_request
 from routes.openai import serving as openai_serving
@@ -61,7 +62,8 @@ def test_every_sampling_field_maps_and_choice_i_gets_seed_plus_i() -> None:
         9,
         "rid-1",
     )
-    assert request.param("max_tokens") == "max_completion_tokens"
+    names = door_names(request.prompts, openai_serving.chat_fields(body))
+    assert names("max_tokens") == "max_completion_tokens" and names("prompt") == "messages"
     params = choice_params(request, 2, max_new_tokens=8)
     assert params.seed == 1  # SEED_MAX + 2 wraps into the engine's 32-bit range
     assert params.logit_bias == {12: -100.0, 7: 2.5}
@@ -77,7 +79,7 @@ def test_completion_prompts_and_logprobs() -> None:
     body = CompletionRequest.model_validate({"prompt": ["a", "b"], "n": 2, "logprobs": 0})
     request = openai_serving.completion_request(body, "r")
     assert request.prompts == [TextPrompt("a"), TextPrompt("b")]
-    assert request.choice_count == 4 and request.param("prompt") == "prompt"
+    assert request.choice_count == 4 and door_names(request.prompts)("prompt") == "prompt"
     assert request.sampling.logprobs and request.sampling.top_logprobs == 0
 
 
@@ -89,7 +91,7 @@ def test_native_chat_takes_the_same_sampling_fields() -> None:
     assert request.sampling.temperature == 0.7  # the native API's own default
     assert (request.sampling.top_k, request.sampling.min_new_tokens) == (3, 2)
     assert (request.sampling.seed, request.stop) == (5, ["x"])
-    assert request.param("prompt") == "messages"
+    assert door_names(request.prompts)("prompt") == "messages"
 
 
 def test_response_format_becomes_compact_json_guidance() -> None:

@@ -11,6 +11,7 @@ import pytest
 from backends.chat.output import CallDelta
 from backends.core.handle import ChoiceDelta
 from backends.core.request import TextPrompt
+from routes.door.fields import door_names
 from routes.native import serving
 from schemas.generate import GenerateRequest
 from schemas.native import ChatRequest
@@ -58,7 +59,7 @@ def test_generate_takes_the_raw_prompt_and_names_its_own_token_limit() -> None:
     request = serving.generate_request(body, "rid")
     assert request.prompt == TextPrompt("Once")
     assert (request.max_tokens, request.stop, request.request_id) == (3, ["x"], "rid")
-    assert request.param_names == {"max_tokens": "max_new_tokens"}
+    assert door_names(request.prompts, serving.GENERATE_FIELDS)("max_tokens") == "max_new_tokens"
 
 
 def test_native_chat_shows_no_calls_or_thinking_as_text() -> None:

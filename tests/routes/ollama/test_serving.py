@@ -16,6 +16,7 @@ from backends.core.handle import ChoiceDelta
 from backends.core.request import ChatPrompt, TextPrompt
 from backends.errors import InvalidRequest, RequestTimedOut
 from backends.types import SamplingParams
+from routes.door.fields import door_names
 from routes.http.ndjson import ndjson_lines
 from routes.ollama import errors, serving
 from schemas.ollama import ChatRequest, GenerateRequest
@@ -109,7 +110,8 @@ def test_format_json_and_a_schema_become_json_schema_guidance() -> None:
         "",
     )
     assert kind == "json_schema" and json.loads(grammar)["properties"] == schema["properties"]
-    assert serving.chat_request(chat(), "r").param("guidance") == "format"
+    names = door_names(serving.chat_request(chat(), "r").prompts, serving.FIELDS)
+    assert names("guidance") == "format" and names("speculative.x") == "options.speculative.x"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,87 @@
+"""A request's grammar, checked before anything is queued: compiled with llguidance, and fed the
+tokens it forces from the start, so a schema the engine cannot use is a 400 naming the field."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+from backends.core.request import GenerationRequest
+from backends.engine.batch.guidance import first_line
+from backends.errors import Field, InvalidRequest
+from backends.types import (
+    GuidanceKind,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_GRAMMAR_CHARS = 256 * 1024  # a JSON schema, regex or grammar (forced tool calls: all tools)
+_GRAMMAR_FORMATS = {"json_schema": "json_schema", "regex": "regex", "lark_grammar": "lark"}
+
+
+def check_guidance(request: GenerationRequest, tokenizer: Any = None) -> None:
+    """Compile the request's grammar with llguidance before anything is queued, so a schema
+    the engine cannot use is a 400 naming the field, not a failed generation. With the
+    model's llguidance ``tokenizer``, also feed the grammar the tokens it forces from the
+    start: a schema that forces output without end (``{"a": {"$ref": "#"}}`` required)
+    fails there, within llguidance's limits, instead of at the first generated token.
+    llguidance's own limits bound the work (nesting depth, size); this may take a while for
+    a large schema and releases the GIL meanwhile, so call it off the event loop."""
+    guidance = request.sampling.guidance
+    if guidance is None:
+        return
+    kind, text = guidance
+    param = Field(request.guidance_field)
+    if len(text) > MAX_GRAMMAR_CHARS:
+        raise InvalidRequest(
+            f"The {kind.replace('_', ' ')} is too large: {len(text)} characters, at most "
+            f"{MAX_GRAMMAR_CHARS}.",
+            param=param,
+        )
+    problem = _grammar_problem(kind, text, tokenizer)
+    if problem:
+        reason = first_line(problem)
+        raise InvalidRequest(f"The {kind.replace('_', ' ')} cannot be used: {reason}", param=param)
+
+
+def _grammar_problem(kind: GuidanceKind, text: str, tokenizer: Any = None) -> str:
+    """What llguidance finds wrong with the grammar ("" if nothing); with the model's
+    ``tokenizer``, also once its forced first tokens are fed."""
+    import llguidance
+
+    try:
+        grammar = llguidance.grammar_from(_GRAMMAR_FORMATS[kind], text)  # type: ignore[arg-type]
+        problem = llguidance.LLMatcher.validate_grammar(grammar)
+        if not problem and tokenizer is not None:
+            problem = _forced_start_problem(llguidance, tokenizer, grammar)
+    except ValueError as exc:
+        problem = str(exc)
+    return str(problem or "")
+
+
+def _forced_start_problem(llguidance: Any, tokenizer: Any, grammar: str) -> str:
+    """What goes wrong when the grammar's forced first tokens are fed, then the first free
+    token's mask is computed ("" if nothing): a grammar no text can satisfy (a schema that is
+    only a reference to itself, ``{"$ref": "#"}``) allows no token there."""
+    matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+    if not matcher.is_error():
+        forced = matcher.compute_ff_tokens()
+        if forced:
+            matcher.consume_tokens(forced)
+    if not matcher.is_error():
+        matcher.compute_logit_bias()
+        if matcher.is_error():
+            return "no output can match it (it allows no first token)"
+    return str(matcher.get_error()) if matcher.is_error() else ""
+
+
+@functools.lru_cache(maxsize=64)
+def usable_grammar(text: str) -> bool:
+    """Whether llguidance compiles the Lark grammar ``text`` (a lazy tool-call grammar it does
+    not is left out: the calls then stay free, as before, and the request goes on). Cached:
+    an agent sends the same tools with every request."""
+    problem = _grammar_problem("lark_grammar", text)
+    if problem:
+        log.info("tool-call grammar left out: %s", first_line(problem))
+    return not problem
