@@ -5,7 +5,6 @@ record is the oracle (tests/app/test_embeddings.py)."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from typing import Any
 

@@ -42,7 +42,13 @@ def test_a_float_graph_is_named_by_its_main_type_and_caches_are_not_parameters()
 
 @pytest.mark.parametrize(
     ("count", "told"),
-    [(None, "unknown"), (999, "999"), (139_584, "139.6K"), (135_200_000, "135.2M"), (7.6e9, "7.6B")],
+    [
+        (None, "unknown"),
+        (999, "999"),
+        (139_584, "139.6K"),
+        (135_200_000, "135.2M"),
+        (7.6e9, "7.6B"),
+    ],
 )
 def test_parameter_sizes_read_as_ollama_writes_them(count: int | None, told: str) -> None:
     assert parameter_size(None if count is None else int(count)) == told
