@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the arms of a level at the same time (same outside load), not in turn",
     )
+    sp.add_argument(
+        "--model", type=Path, help="a model folder for every arm (default: the demo model)"
+    )
     sp.add_argument("--out", type=Path, help="write spec.json and spec.md here")
 
     rp = sub.add_parser("report", help="redo results.md and the plots from a results.json")

@@ -108,6 +108,7 @@ def spec(args: argparse.Namespace) -> int:
             args.out,
             args.threads,
             args.together,
+            args.model,
         )
     )
     return 0

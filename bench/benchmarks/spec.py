@@ -30,6 +30,7 @@ verify run), read off each server's /metrics, and the mean copied fraction of th
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import os
@@ -143,19 +144,22 @@ def run_spec(
     out: Path | None = None,
     threads: int | None = None,
     together: bool = False,
+    model: Path | None = None,
 ) -> str:
     from bench.harness.paths import DEMO
     from bench.harness.server import ServerProcess, start_all
 
+    folder = model or DEMO
+
     servers: dict[str, Any] = {}
     for arm in arms:
         if arm.llama_args is None:
-            env = {"GENAI_MODEL_DIR": str(DEMO), "GENAI_SCHEDULER": "batch"} | arm.env
+            env = {"GENAI_MODEL_DIR": str(folder), "GENAI_SCHEDULER": "batch"} | arm.env
             if threads:
                 env["GENAI_INTRA_OP_THREADS"] = str(threads)
             servers[arm.name] = ServerProcess(arm.name, env, log_level="info")
         else:
-            servers[arm.name] = _llama(arm, llama_server, max(levels), threads)
+            servers[arm.name] = _llama(arm, llama_server, max(levels), threads, folder)
     started = start_all(list(servers.values()))
     samples: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
     same = ""
@@ -208,8 +212,7 @@ def _arm(arms: list[Arm], name: str) -> Arm:
     return next(a for a in arms if a.name == name)
 
 
-def _llama(arm: Arm, binary: Path | None, slots: int, threads: int | None) -> Any:
-    from bench.harness.paths import DEMO
+def _llama(arm: Arm, binary: Path | None, slots: int, threads: int | None, folder: Path) -> Any:
     from bench.peers.llama_server import LlamaServer
 
     if binary is None:
@@ -218,20 +221,25 @@ def _llama(arm: Arm, binary: Path | None, slots: int, threads: int | None) -> An
         arm.name,
         {},
         binary=binary,
-        gguf=demo_gguf(DEMO, binary.parent / "llama-quantize"),
+        gguf=model_gguf(folder, binary.parent / "llama-quantize"),
         threads=threads or len(os.sched_getaffinity(0)),
         parallel=slots,
         extra_args=[*(arm.llama_args or []), "--metrics"],
     )
 
 
-def demo_gguf(folder: Path, quantize: Path) -> Path:
-    """The demo model's weights as a Q4_0 GGUF, made once under bench/.cache/."""
+def model_gguf(folder: Path, quantize: Path) -> Path:
+    """A model folder's weights as a Q4_0 GGUF, made once under bench/.cache/ (named by the
+    folder and its weights' size and time, so another folder or a rebuild makes its own)."""
     from bench.harness.paths import CACHE
     from bench.peers.llama_server import quantize_q4_0
     from bench.peers.onnx_gguf import write_gguf
 
-    q4 = CACHE / "gguf" / f"{folder.name}-q4_0.gguf"
+    weights = max(folder.glob("*.onnx*"), key=lambda p: p.stat().st_size).stat()
+    stamp = hashlib.sha256(
+        f"{folder.resolve()}:{weights.st_size}:{weights.st_mtime_ns}".encode()
+    ).hexdigest()[:10]
+    q4 = CACHE / "gguf" / f"{folder.name}-{stamp}-q4_0.gguf"
     if not q4.exists():
         q4.parent.mkdir(parents=True, exist_ok=True)
         f32 = write_gguf(folder, q4.with_name(f"{folder.name}-f32.gguf"))
