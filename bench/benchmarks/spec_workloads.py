@@ -64,7 +64,7 @@ def source_file(rng: random.Random) -> tuple[str, str, str, str]:
 def ask(workload: str, seed: int) -> list[dict[str, str]]:
     """A fresh request of ``workload``: its chat messages."""
     from bench.harness.prompts import words
-    from modelkit.demo.agent_corpus import CorpusRandom, command, path
+    from modelkit.demo.agent_values import CorpusRandom, command, path
 
     if workload == "free":
         return [{"role": "user", "content": f"#{seed} Tell me about {words(12, seed)}."}]

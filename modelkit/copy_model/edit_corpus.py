@@ -20,7 +20,7 @@ import difflib
 import random
 from typing import Any
 
-from modelkit.demo.agent_corpus import CorpusRandom, command, path
+from modelkit.demo.agent_values import CorpusRandom, command, path
 from modelkit.demo.plain_corpus import plain_text
 
 KINDS = ("edit", "diff", "free", "copy")

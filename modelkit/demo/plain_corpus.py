@@ -14,7 +14,8 @@ may contain one (modelkit/demo/train.py refuses such a corpus). Same seed, same 
 
 from __future__ import annotations
 
-from modelkit.demo.agent_corpus import COPY_ASKS, KINDS, CorpusRandom, instruction
+from modelkit.demo.agent_corpus import COPY_ASKS, KINDS
+from modelkit.demo.agent_values import CorpusRandom, instruction
 from modelkit.demo.corpus import (
     ADJECTIVES,
     FIXED_TOOLS,
