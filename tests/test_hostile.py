@@ -18,11 +18,26 @@ import pytest
 
 from bench.harness.server import ServerProcess
 from bench.probes.hostile_rss import ordinary, rss_mib, six_models
-from tests.hostile_probes import Probe, all_probes, message_of
+from tests.hostile_media import audio_probes, image_probes
+from tests.hostile_probes import (
+    Probe,
+    memory_probes,
+    message_of,
+    stored_probes,
+    strictness_probes,
+    text_probes,
+)
 
 pytestmark = pytest.mark.live
 
-PROBES = all_probes()
+PROBES = [
+    *text_probes(),
+    *memory_probes(),
+    *image_probes(),
+    *audio_probes(),
+    *strictness_probes(),
+    *stored_probes(),
+]
 STEADY: dict[str, float] = {}
 
 
