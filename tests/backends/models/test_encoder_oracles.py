@@ -5,7 +5,6 @@ record is the oracle (tests/app/test_embeddings.py)."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 from typing import Any
 
 import pytest
@@ -23,24 +22,21 @@ pytestmark = [
 HUB = REPO_ROOT / "tests" / "hub_models"
 
 
-def script(name: str) -> Any:
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def kit(name: str) -> Any:
+    return importlib.import_module(f"modelkit.encoders.{name}")
 
 
 @pytest.mark.parametrize(
     ("name", "folder"),
     [
-        ("build_embedder", "st-embedder"),
-        ("build_decoder_embedder", "decoder-embedder"),
-        ("build_reranker", "reranker"),
+        ("embedder", "st-embedder"),
+        ("decoder_embedder", "decoder-embedder"),
+        ("reranker", "reranker"),
     ],
 )
 def test_expected_values_are_the_reference_libraries_on_the_committed_weights(
     name: str, folder: str
 ) -> None:
-    assert script(name).check(HUB / folder) == 0
+    from modelkit.encoders.common import check
+
+    assert check(HUB / folder, kit(name).record_of) == 0

@@ -112,13 +112,9 @@ def test_served_over_http_like_any_model() -> None:
     reason="re-deriving expected.json needs torch and transformers (requirements-build.txt)",
 )
 def test_expected_outputs_are_hugging_face_generate_on_the_committed_weights() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "build_optimum_model", REPO_ROOT / "scripts" / "build_optimum_model.py"
-    )
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    derived = script.expected_outputs(OPTIMUM, N)
+    from modelkit.optimum_model import expected_outputs
+
+    derived = expected_outputs(OPTIMUM, N)
     for key in ("completions", "chat"):
         assert derived[key] == EXPECTED[key]
 

@@ -67,7 +67,7 @@ def test_folder_is_small_and_complete() -> None:
     assert {f"{name}.onnx_adapter" for name in ADAPTERS} <= set(sizes)
     assert sum(sizes.values()) < 1024 * 1024
     # The chat template is the repo's, as in every other model folder.
-    template = (REPO_ROOT / "scripts" / "chat_template.jinja").read_text()
+    template = (REPO_ROOT / "modelkit" / "chat_template.jinja").read_text()
     assert (FOLDER / "chat_template.jinja").read_text() == template
 
 

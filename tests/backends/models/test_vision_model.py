@@ -181,15 +181,9 @@ def test_expected_json_is_re_derived_from_the_seeded_weights(tmp_path: Path) -> 
     its seed, and Hugging Face generate() on it, give the committed record."""
     for module in ("torch", "transformers", "tokenizers"):
         pytest.importorskip(module, reason="re-deriving needs requirements-build.txt")
-    import importlib
-    import sys
+    from modelkit.vision.model import make_hf_folder
+    from modelkit.vision.oracle import oracle
 
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
-    try:
-        build = importlib.import_module("build_vision_model")
-    finally:
-        sys.path.remove(str(REPO_ROOT / "scripts"))
-
-    build.make_hf_folder(tmp_path / "hf", seed=1234, init_range=0.2)
-    again = build.oracle(tmp_path / "hf", VISION / "images")
+    make_hf_folder(tmp_path / "hf", seed=1234, init_range=0.2)
+    again = oracle(tmp_path / "hf", VISION / "images")
     assert again["cases"] == EXPECTED["cases"]
