@@ -230,6 +230,8 @@ class EncoderService(ModelService):
     def _check(
         self, model: str | None, wanted: str, count: int, things: str
     ) -> tuple[EncoderSpec, EncoderTokenizer]:
+        """The loaded model of the ``wanted`` kind, with room for a request of ``count``
+        ``things`` (as its errors call them: a :class:`Field`, or plain words)."""
         self._check_model(model)
         self._refuse_if_closed()
         if self.kind != wanted:
