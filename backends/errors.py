@@ -14,10 +14,32 @@ class Field(str):
     __slots__ = ()
 
 
+class Aside(str):
+    """Words of a message that need a field (``", or ask for truncation ({})"``, the field by
+    its core name in the braces): a door says them with its own name for the field, or leaves
+    them out where it has no such field (its name for it is ``""``)."""
+
+    words: str
+    field: str
+
+    def __new__(cls, words: str, field: str) -> Aside:
+        self = super().__new__(cls, words.format(field))
+        self.words, self.field = words, field
+        return self
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (Aside, (self.words, self.field))
+
+    def told(self, name: Callable[[str], str]) -> str:
+        own = name(self.field)
+        return self.words.format(own) if own else ""
+
+
 class GenAIError(Exception):
     """Base class: carries what the error shape needs, nothing HTTP-specific but a status hint.
 
-    ``message`` is a string, or the parts of one, some of them :class:`Field` names."""
+    ``message`` is a string, or the parts of one, some of them :class:`Field` names (or
+    :class:`Aside` words about one)."""
 
     status_code = 500
     error_type = "server_error"
@@ -38,16 +60,24 @@ class GenAIError(Exception):
 
     def renamed(self, name: Callable[[str], str]) -> Self:
         """This error with each :class:`Field` it names (its ``param``, parts of its message)
-        as ``name`` calls it: how a door tells it in its own protocol's field names."""
-        if not isinstance(self.param, Field) and not any(isinstance(p, Field) for p in self.parts):
+        as ``name`` calls it, and each :class:`Aside` told with that name: how a door tells
+        it in its own protocol's field names."""
+        marked = (Field, Aside)
+        if not isinstance(self.param, Field) and not any(isinstance(p, marked) for p in self.parts):
             return self
-        parts = [name(p) if isinstance(p, Field) else p for p in self.parts]
+        parts = [_told(p, name) for p in self.parts]
         param = name(self.param) if isinstance(self.param, Field) else self.param
         return type(self)(parts, param=param, headers=self.headers)
 
     def __reduce__(self) -> tuple[object, ...]:
         # Keyword arguments survive pickling (errors raised in the prompt worker process).
         return (_rebuild, (type(self), self.parts, self.param, self.headers))
+
+
+def _told(part: str, name: Callable[[str], str]) -> str:
+    if isinstance(part, Aside):
+        return part.told(name)
+    return name(part) if isinstance(part, Field) else part
 
 
 def _rebuild(

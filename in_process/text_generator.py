@@ -36,6 +36,9 @@ T = TypeVar("T")
 # The core's fields this door calls otherwise (its options), for errors; the rest of its
 # options are the core's own names (num_beams, top_k, speculative...).
 _OPTIONS = {"max_tokens": "max_new_tokens", "guidance": "json_schema", "beam_width": "num_beams"}
+# The encoder core's fields that embed() and rerank() call otherwise; rerank() has no truncation.
+_EMBED = {"inputs": "texts"}
+_RERANK = {"pairs": "documents", "document": "documents", "truncate": ""}
 Prompt = str | Sequence[Mapping[str, Any]]  # raw text, or chat messages for the chat template
 
 _END = object()
@@ -52,6 +55,14 @@ def _logprobs(tokens: Sequence[GeneratedToken]) -> list[dict[str, Any]]:
         top = [{"token": a.token, "logprob": a.logprob} for a in t.top_logprobs]
         out.append({"token": chosen.token, "logprob": chosen.logprob, "top_logprobs": top})
     return out
+
+
+async def _named(work: Coroutine[Any, Any, T], names: Mapping[str, str]) -> T:
+    """``work``'s result; the core's errors in it name this door's options (``names``)."""
+    try:
+        return await work
+    except GenAIError as exc:
+        raise exc.renamed(lambda field: names.get(field, field)) from None
 
 
 class OnnxTextGenerator:
@@ -241,14 +252,15 @@ class OnnxTextGenerator:
             dimensions=dimensions,
             truncate=-1 if truncate else None,
         )
-        result = self._call(self._encoder("embedding").embed(request))
+        result = self._call(_named(self._encoder("embedding").embed(request), _EMBED))
         return [v.tolist() for v in result.vectors]
 
     def rerank(
         self, query: str, documents: Sequence[str], *, top_n: int | None = None
     ) -> list[dict[str, Any]]:
         """``{"index", "relevance_score"}`` per document, best first, from a reranker."""
-        scored = self._call(self._encoder("reranker").score([(query, d) for d in documents]))
+        scoring = self._encoder("reranker").score([(query, d) for d in documents])
+        scored = self._call(_named(scoring, _RERANK))
         order = sorted(range(len(documents)), key=lambda i: -scored.scores[i])[:top_n]
         return [{"index": i, "relevance_score": scored.scores[i]} for i in order]
 
@@ -265,10 +277,7 @@ class OnnxTextGenerator:
 
     async def _submit(self, request: GenerationRequest) -> RequestHandle:
         """Submit ``request``; its errors name this door's options (``max_new_tokens``)."""
-        try:
-            return await self.service.submit(request)
-        except GenAIError as exc:
-            raise exc.renamed(lambda field: _OPTIONS.get(field, field)) from None
+        return await _named(self.service.submit(request), _OPTIONS)
 
     async def _result(self, request: GenerationRequest) -> Result:
         handle = await self._submit(request)

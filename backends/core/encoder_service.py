@@ -31,13 +31,18 @@ from backends.engine.encoder.pooling import Array, normalized, shortened, sigmoi
 from backends.engine.encoder.runner import EncoderRunner
 from backends.engine.encoder.tokenize import Encoded, EncoderTokenizer
 from backends.engine.encoder.worker import EncoderWorker
-from backends.errors import ContextLengthExceeded, InvalidRequest, RequestTimedOut
+from backends.errors import Aside, ContextLengthExceeded, Field, InvalidRequest, RequestTimedOut
 from backends.models.encoder import KINDS, EncoderSpec, detect_kind, read_model_encoder
 from backends.text import check_text
 
 Inputs = Sequence[str] | Sequence[Sequence[int]]
 QUERY_TYPES = {"query": "query", "search_query": "query", "document": "document"}
 QUERY_TYPES["search_document"] = "document"
+# The fields an error names, by the core's names (a door tells them in its own): an embedding's
+# inputs; a pair's query and document, and the pairs; the truncation asked for.
+INPUTS, QUERY, DOCUMENT, PAIRS = Field("inputs"), Field("query"), Field("document"), Field("pairs")
+TRUNCATE = Field("truncate")
+CUT = Aside(", or ask for truncation ({})", TRUNCATE)  # where a door can ask for it
 
 
 @dataclass(frozen=True)
@@ -161,32 +166,32 @@ class EncoderService(ModelService):
 
     # ---- requests ------------------------------------------------------------------------
     async def embed(self, request: EmbedRequest) -> EmbedResult:
-        spec, tokenizer = self._check(request.model, "embedding", len(request.inputs), "input")
-        dims = request.dimensions
-        width = self.dimensions or 0
+        # The count in plain words, not a field: every embedding door says "inputs".
+        spec, tokenizer = self._check(request.model, "embedding", len(request.inputs), "inputs")
+        dims, width = request.dimensions, self.dimensions or 0
         if dims is not None and not 0 < dims <= width:
+            field = Field("dimensions")
             raise InvalidRequest(
-                f"dimensions must be between 1 and the model's {width}; got {dims}.",
-                param="dimensions",
+                [field, f" must be between 1 and the model's {width}; got {dims}."], param=field
             )
         prefix = self._prompt(spec, request.prompt_name, request.input_type)
         limit = _limit(request.truncate, spec.max_length)
         texts = [x for x in request.inputs if isinstance(x, str)]
         if texts and len(texts) != len(request.inputs):
-            raise InvalidRequest("input mixes strings and token lists.", param="input")
+            raise InvalidRequest([INPUTS, " mixes strings and token lists."], param=INPUTS)
         for i, x in enumerate(request.inputs):
             if len(x) == 0:
-                raise InvalidRequest(f"input[{i}] is empty.", param="input")
-        check_text(texts, "input", nul=False, within="input")
+                raise InvalidRequest([INPUTS, f"[{i}] is empty."], param=INPUTS)
+        check_text(texts, INPUTS, nul=False, within="input")
         texts = [t for (t,) in _fit([(prefix + t,) for t in texts], spec, limit, False)]
 
         def prepare() -> list[Encoded]:
             if texts:
-                return tokenizer.texts(texts, limit)
+                return tokenizer.texts(texts, limit, INPUTS)
             if prefix:
                 raise InvalidRequest(
                     "A named prompt cannot be applied to token ids; send text.",
-                    param="prompt_name",
+                    param=Field("prompt_name"),
                 )
             rows = [Encoded([int(t) for t in x]) for x in request.inputs]
             self._check_vocab(rows, spec)
@@ -205,26 +210,28 @@ class EncoderService(ModelService):
         request_id: str | None = None,
     ) -> ScoreResult:
         """A reranker's relevance of each (query, document) pair."""
-        spec, tokenizer = self._check(model, "reranker", len(pairs), "document")
+        spec, tokenizer = self._check(model, "reranker", len(pairs), PAIRS)
         for i, (query, document) in enumerate(pairs):
             if not query:
-                raise InvalidRequest("The query is empty.", param="query")
+                raise InvalidRequest(["The ", QUERY, " is empty."], param=QUERY)
             if not document:
-                raise InvalidRequest(f"Document {i} is empty.", param="documents")
-        check_text(list(dict.fromkeys(q for q, _ in pairs)), "query", nul=False, within="query")
-        check_text([d for _, d in pairs], "documents", nul=False, within="document")
+                raise InvalidRequest(f"Document {i} is empty.", param=DOCUMENT)
+        check_text(list(dict.fromkeys(q for q, _ in pairs)), QUERY, nul=False, within="query")
+        check_text([d for _, d in pairs], DOCUMENT, nul=False, within="document")
         limit = _limit(truncate, spec.max_length)
         pairs = _fit(pairs, spec, limit, True)
         logits, tokens = await self._run(
-            request_id, len(pairs), lambda: tokenizer.pairs(pairs, limit), spec
+            request_id, len(pairs), lambda: tokenizer.pairs(pairs, limit, DOCUMENT), spec
         )
         first = np.array([float(row[0]) for row in logits], dtype=np.float32)
         return ScoreResult([float(s) for s in sigmoid(first)], [float(x) for x in first], tokens)
 
     # ---- internals -----------------------------------------------------------------------
     def _check(
-        self, model: str | None, wanted: str, count: int, what: str
+        self, model: str | None, wanted: str, count: int, things: str
     ) -> tuple[EncoderSpec, EncoderTokenizer]:
+        """The loaded model of the ``wanted`` kind, with room for a request of ``count``
+        ``things`` (as its errors call them: a :class:`Field`, or plain words)."""
         self._check_model(model)
         self._refuse_if_closed()
         if self.kind != wanted:
@@ -232,11 +239,15 @@ class EncoderService(ModelService):
         assert self.spec is not None and self.tokenizer is not None
         cap = self.config.model.max_inputs
         if count == 0:
-            raise InvalidRequest(f"The request has no {what}s.", param=f"{what}s")
+            raise InvalidRequest(["The request has no ", things, "."], param=things)
         if count > cap:
             raise InvalidRequest(
-                f"The request holds {count} {what}s; this model takes at most {cap} at once.",
-                param=f"{what}s",
+                [
+                    f"The request holds {count} ",
+                    things,
+                    f"; this model takes at most {cap} at once.",
+                ],
+                param=things,
             )
         limits = self.config.limits
         limit = limits.max_concurrency + limits.max_queue
@@ -250,15 +261,16 @@ class EncoderService(ModelService):
                 known = ", ".join(repr(p) for p in spec.prompts) or "none"
                 raise InvalidRequest(
                     f"The model has no prompt named {name!r} (it has: {known}).",
-                    param="prompt_name",
+                    param=Field("prompt_name"),
                 )
             return spec.prompts[name]
         if input_type is not None:
             role = QUERY_TYPES.get(input_type)
             if role is None:
+                field = Field("input_type")
                 raise InvalidRequest(
-                    f"input_type must be one of {', '.join(QUERY_TYPES)}; got {input_type!r}.",
-                    param="input_type",
+                    [field, f" must be one of {', '.join(QUERY_TYPES)}; got {input_type!r}."],
+                    param=field,
                 )
             return spec.prompts.get(role, "")
         return spec.prompts.get(spec.default_prompt or "", "")
@@ -269,10 +281,13 @@ class EncoderService(ModelService):
             bad = sorted({t for t in row.ids if not 0 <= t < vocab})
             if bad:
                 raise InvalidRequest(
-                    f"input[{i}] holds token ids outside the model's vocabulary (0..{vocab - 1}): "
-                    f"{bad[:10]}. Send text, or ids from this model's tokenizer (LangChain: "
-                    "check_embedding_ctx_length=False).",
-                    param="input",
+                    [
+                        INPUTS,
+                        f"[{i}] holds token ids outside the model's vocabulary (0..{vocab - 1}): "
+                        f"{bad[:10]}. Send text, or ids from this model's tokenizer (LangChain: "
+                        "check_embedding_ctx_length=False).",
+                    ],
+                    param=INPUTS,
                 )
 
     async def _run(
@@ -319,9 +334,8 @@ def _limit(truncate: int | None, max_length: int) -> int | None:
         return max_length
     if not 0 < truncate <= max_length:
         raise InvalidRequest(
-            f"truncate_prompt_tokens must be -1 or between 1 and the model's {max_length}; "
-            f"got {truncate}.",
-            param="truncate_prompt_tokens",
+            [TRUNCATE, f" must be -1 or between 1 and the model's {max_length}; got {truncate}."],
+            param=TRUNCATE,
         )
     return truncate
 
@@ -339,28 +353,39 @@ def _fit(inputs: Sequence[T], spec: EncoderSpec, limit: int | None, pairs: bool)
         cut = spec.max_chars(limit)
         return [tuple(t[:cut] for t in x) for x in inputs] if cut else list(inputs)  # type: ignore[misc]
     bound = spec.max_chars(spec.max_length)
-    what, param = ("Document {} with the query", "documents") if pairs else ("Input {}", "input")
+    what, param = _what(pairs)
     for i, x in enumerate(inputs):
         chars = sum(len(t) for t in x)
         if bound is not None and chars > bound:
             raise ContextLengthExceeded(
-                f"{what.format(i)} has {chars} characters: far more than this model's maximum "
-                f"of {spec.max_length} tokens can hold. Shorten it, or ask for truncation "
-                "(truncate: true, or truncate_prompt_tokens).",
+                [
+                    f"{what.format(i)} has {chars} characters: far more than this model's "
+                    f"maximum of {spec.max_length} tokens can hold. Shorten it",
+                    CUT,
+                    ".",
+                ],
                 param=param,
             )
     return list(inputs)
 
 
+def _what(pairs: bool) -> tuple[str, Field]:
+    """An input as a message calls it (by its index), and the field it is a part of."""
+    return ("Document {} with the query", DOCUMENT) if pairs else ("Input {}", INPUTS)
+
+
 def _check_lengths(rows: Sequence[Encoded], max_length: int, pairs: bool) -> None:
-    what, param = ("Document {} with the query", "documents") if pairs else ("Input {}", "input")
+    what, param = _what(pairs)
     for i, row in enumerate(rows):
         if not row.ids:
             raise InvalidRequest(f"{what.format(i)} has no tokens.", param=param)
         if len(row.ids) > max_length:
             raise ContextLengthExceeded(
-                f"{what.format(i)} is {len(row.ids)} tokens long; this model takes at most "
-                f"{max_length}. Shorten it, or ask for truncation (truncate: true, or "
-                "truncate_prompt_tokens).",
+                [
+                    f"{what.format(i)} is {len(row.ids)} tokens long; this model takes at most "
+                    f"{max_length}. Shorten it",
+                    CUT,
+                    ".",
+                ],
                 param=param,
             )

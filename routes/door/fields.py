@@ -30,8 +30,9 @@ COMMON: Mapping[str, str] = {
 
 @dataclass(frozen=True)
 class FieldNames:
-    """Core field name → the door's, where they differ. A dotted core name
-    (``speculative.prompt_lookup_max``) keeps its tail after its head's name."""
+    """Core field name → the door's, where they differ; ``""`` where the door has no such
+    field (words about it, a :class:`~backends.errors.Aside`, are left out). A dotted core
+    name (``speculative.prompt_lookup_max``) keeps its tail after its head's name."""
 
     names: Mapping[str, str] = field(default_factory=dict)
 

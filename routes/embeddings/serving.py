@@ -12,6 +12,7 @@ import numpy as np
 from backends.core.encoder_service import EmbedRequest
 from backends.core.registry import ModelRegistry
 from backends.engine.encoder.pooling import Array
+from routes.door.fields import FieldNames, client_names
 from schemas.embeddings import (
     Embedding,
     EmbeddingList,
@@ -26,6 +27,14 @@ from schemas.embeddings import (
     ScoreResponse,
 )
 
+# These doors' names for the encoder core's fields, where they differ (for errors): the
+# inputs, a pair's parts (the reranker's query and documents; vLLM's text_1 and text_2), and
+# the truncation (the token count; ``truncate: true`` is its -1).
+_CUT = {"truncate": "truncate_prompt_tokens"}
+EMBEDDINGS = FieldNames({"inputs": "input", **_CUT})
+RERANK = FieldNames({"pairs": "documents", "document": "documents", **_CUT})
+SCORE = FieldNames({"pairs": "text_2", "document": "text_2", "query": "text_1", **_CUT})
+
 
 def _encoded(vector: Array, encoding: str) -> list[float] | str:
     if encoding == "base64":  # what the openai SDK asks for by default, and decodes
@@ -35,17 +44,17 @@ def _encoded(vector: Array, encoding: str) -> list[float] | str:
 
 async def embeddings(body: EmbeddingRequest, models: ModelRegistry, rid: str) -> EmbeddingList:
     service = models.encoder(body.model, "embedding")
-    result = await service.embed(
-        EmbedRequest(
-            body.inputs(),
-            model=body.model,
-            prompt_name=body.prompt_name,
-            input_type=body.input_type,
-            dimensions=body.dimensions,
-            truncate=body.truncation(),
-            request_id=rid,
-        )
+    request = EmbedRequest(
+        body.inputs(),
+        model=body.model,
+        prompt_name=body.prompt_name,
+        input_type=body.input_type,
+        dimensions=body.dimensions,
+        truncate=body.truncation(),
+        request_id=rid,
     )
+    with client_names(EMBEDDINGS):
+        result = await service.embed(request)
     data = [
         Embedding(index=i, embedding=_encoded(v, body.encoding_format))
         for i, v in enumerate(result.vectors)
@@ -58,9 +67,9 @@ async def embeddings(body: EmbeddingRequest, models: ModelRegistry, rid: str) ->
 async def rerank(body: RerankRequest, models: ModelRegistry, rid: str) -> RerankResponse:
     service = models.encoder(body.model, "reranker")
     texts = body.texts()
-    result = await service.score(
-        [(body.query, t) for t in texts], body.model, body.truncation(), rid
-    )
+    pairs = [(body.query, t) for t in texts]
+    with client_names(RERANK):
+        result = await service.score(pairs, body.model, body.truncation(), rid)
     order = sorted(range(len(texts)), key=lambda i: -result.scores[i])[: body.top_n]
     results = [
         RerankResult(
@@ -81,7 +90,8 @@ async def rerank(body: RerankRequest, models: ModelRegistry, rid: str) -> Rerank
 
 async def score(body: ScoreRequest, models: ModelRegistry, rid: str) -> ScoreResponse:
     service = models.encoder(body.model, "reranker")
-    result = await service.score(body.pairs(), body.model, body.truncation(), rid)
+    with client_names(SCORE):
+        result = await service.score(body.pairs(), body.model, body.truncation(), rid)
     usage = EmbeddingUsage(prompt_tokens=result.prompt_tokens, total_tokens=result.prompt_tokens)
     return ScoreResponse(
         id=rid or f"score-{uuid.uuid4().hex}",

@@ -12,7 +12,13 @@ from backends.core.encoder_service import EmbedRequest as CoreRequest
 from backends.core.registry import ModelRegistry
 from backends.engine.encoder.pooling import Array
 from backends.errors import InvalidRequest
+from routes.door.fields import FieldNames, client_names
 from schemas.ollama import EmbeddingsRequest, EmbeddingsResponse, EmbedRequest, EmbedResponse
+
+# The two routes' names for the encoder core's fields, where they differ (for errors): the
+# older route's one text is its prompt, and it has no truncation to ask for.
+EMBED = FieldNames({"inputs": "input"})
+EMBEDDINGS = FieldNames({"inputs": "prompt", "truncate": ""})
 
 
 def _truncation(body: EmbedRequest, max_length: int | None) -> int | None:
@@ -43,15 +49,11 @@ async def embed(body: EmbedRequest, models: ModelRegistry, rid: str) -> EmbedRes
     truncate = _truncation(body, service.max_length)
     if not inputs:  # Ollama's way to load a model (it is loaded)
         return EmbedResponse(model=body.model, embeddings=[])
-    result = await service.embed(
-        CoreRequest(
-            inputs,
-            model=body.model,
-            dimensions=body.dimensions,
-            truncate=truncate,
-            request_id=rid,
-        )
+    request = CoreRequest(
+        inputs, model=body.model, dimensions=body.dimensions, truncate=truncate, request_id=rid
     )
+    with client_names(EMBED):
+        result = await service.embed(request)
     return EmbedResponse(
         model=body.model,
         embeddings=[_unit(v) for v in result.vectors],
@@ -73,5 +75,6 @@ async def embeddings(
         )
     if not body.prompt:
         return EmbeddingsResponse(embedding=[])
-    result = await service.embed(CoreRequest([body.prompt], model=body.model, request_id=rid))
+    with client_names(EMBEDDINGS):
+        result = await service.embed(CoreRequest([body.prompt], model=body.model, request_id=rid))
     return EmbeddingsResponse(embedding=[float(x) for x in result.vectors[0]])

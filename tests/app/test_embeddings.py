@@ -367,3 +367,21 @@ def test_an_encoder_loads_and_unloads_at_runtime() -> None:
         assert client.delete("/admin/models/late").status_code == 200
         gone = client.post("/v1/embeddings", json={"model": "late", "input": "hello"})
         assert_error(gone, 404, "model")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/embeddings", {"model": "embedder", "input": ["x", EMBEDDER["long_text"]]}, "input"),
+        ("/v1/rerank", {"query": "q", "documents": ["d", EMBEDDER["long_text"]]}, "documents"),
+        ("/v1/score", {"text_1": "q", "text_2": ["d", EMBEDDER["long_text"]]}, "text_2"),
+    ],
+)
+def test_an_over_long_input_names_the_doors_own_truncation_field(
+    client: TestClient, path: str, body: dict[str, Any], param: str
+) -> None:
+    """The way out names the field this door cuts by, and no other door's (vLLM's score names
+    its own text_2, not the rerank door's documents)."""
+    err = assert_error(client.post(path, json=body), 400, param)
+    assert err["message"].endswith("Shorten it, or ask for truncation (truncate_prompt_tokens).")
+    assert err["code"] == "context_length_exceeded"

@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from backends.errors import ContextLengthExceeded, Field, InvalidRequest, Overloaded
+from backends.errors import Aside, ContextLengthExceeded, Field, InvalidRequest, Overloaded
 
 pytestmark = pytest.mark.unit
 
@@ -32,3 +32,17 @@ def test_a_door_renames_the_fields_an_error_names_and_nothing_else() -> None:
     assert told.message == "The prompt is long: shorten the messages."
     plain = InvalidRequest("No prompt.", param="prompt")
     assert plain.renamed({"prompt": "messages"}.__getitem__) is plain
+
+
+def test_an_aside_is_told_with_the_doors_name_or_left_out_where_it_has_none() -> None:
+    """Words that need a field (a way out of the error) say the door's name for it; a door
+    with no such field says the rest of the message without them."""
+    words = Aside(", or ask for truncation ({})", Field("truncate"))
+    error = ContextLengthExceeded(["Input 0 is too long. Shorten it", words, "."])
+    assert error.message == "Input 0 is too long. Shorten it, or ask for truncation (truncate)."
+    error = pickle.loads(pickle.dumps(error))
+    told = error.renamed({"truncate": "truncate_prompt_tokens"}.__getitem__)
+    assert told.message == (
+        "Input 0 is too long. Shorten it, or ask for truncation (truncate_prompt_tokens)."
+    )
+    assert error.renamed({"truncate": ""}.__getitem__).message == "Input 0 is too long. Shorten it."

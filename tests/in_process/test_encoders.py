@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from backends.errors import InvalidRequest
+from backends.errors import ContextLengthExceeded, InvalidRequest
 from config.settings import REPO_ROOT
 from in_process import OnnxTextGenerator
 
@@ -42,3 +42,20 @@ def test_rerank() -> None:
         assert r["relevance_score"] == pytest.approx(
             1 / (1 + math.exp(-logits[r["index"]])), abs=2.5e-4
         )
+
+
+def test_errors_name_the_clients_own_arguments() -> None:
+    """embed()'s texts and truncate; rerank()'s documents, and no truncation it has not got."""
+    long_text = json.loads((HUB / "st-embedder" / "expected.json").read_text())["long_text"]
+    with OnnxTextGenerator(HUB / "st-embedder", intra_op_threads=1) as client:
+        with pytest.raises(InvalidRequest) as empty:
+            client.embed(["a", ""])
+        with pytest.raises(ContextLengthExceeded) as long:
+            client.embed(["a", long_text])
+    assert (empty.value.param, empty.value.message) == ("texts", "texts[1] is empty.")
+    assert long.value.param == "texts"
+    assert long.value.message.endswith("Shorten it, or ask for truncation (truncate).")
+    with OnnxTextGenerator(HUB / "reranker", intra_op_threads=1) as client:
+        with pytest.raises(ContextLengthExceeded) as long:
+            client.rerank("q", ["d", long_text])
+    assert long.value.param == "documents" and long.value.message.endswith("Shorten it.")

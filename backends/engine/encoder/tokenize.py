@@ -48,23 +48,27 @@ class EncoderTokenizer:
                     self._cut[limit] = found
             return found
 
-    def texts(self, texts: Sequence[str], limit: int | None = None) -> list[Encoded]:
-        """Each text with the model's special tokens; cut to ``limit`` tokens if given."""
-        out = self._encode(list(texts), limit, "input")
+    def texts(self, texts: Sequence[str], limit: int | None, field: str) -> list[Encoded]:
+        """Each text with the model's special tokens; cut to ``limit`` tokens if given.
+        ``field``: the request's field the texts are, for an error (a
+        :class:`~backends.errors.Field`)."""
+        out = self._encode(list(texts), limit, field)
         return [Encoded(list(e.ids)) for e in out]
 
-    def pairs(self, pairs: Sequence[tuple[str, str]], limit: int | None = None) -> list[Encoded]:
+    def pairs(
+        self, pairs: Sequence[tuple[str, str]], limit: int | None, field: str
+    ) -> list[Encoded]:
         """Each (query, document) pair as one input ([CLS] q [SEP] d [SEP] for BERT)."""
-        out = self._encode(list(pairs), limit, "documents")
+        out = self._encode(list(pairs), limit, field)
         return [Encoded(list(e.ids), list(e.type_ids)) for e in out]
 
-    def _encode(self, inputs: list[Any], limit: int | None, param: str) -> list[Any]:
+    def _encode(self, inputs: list[Any], limit: int | None, field: str) -> list[Any]:
         try:
             return list(self._tokenizer(limit).encode_batch(inputs))
         except (TypeError, ValueError):  # text the core's check (backends/text.py) let through
             raise InvalidRequest(
-                f"The {param} cannot be tokenized: the model's tokenizer refuses its text.",
-                param=param,
+                ["The ", field, " cannot be tokenized: the model's tokenizer refuses its text."],
+                param=field,
             ) from None
 
     def token_id(self, token: str) -> int | None:

@@ -108,6 +108,17 @@ def test_truncate_defaults_to_true_and_false_refuses_an_over_long_input(
     assert str(EMBEDDER["long_text_tokens"]) in legacy
 
 
+def test_an_over_long_input_names_only_this_routes_own_fields(client: TestClient) -> None:
+    """/api/embed's way out is its truncate; the older route has none to offer, and calls its
+    text the prompt."""
+    texts = ["short", EMBEDDER["long_text"]]
+    message = error(client, "/api/embed", 400, model="embedder", input=texts, truncate=False)
+    assert message.endswith("Shorten it, or ask for truncation (truncate).")
+    legacy = error(client, "/api/embeddings", 400, model="embedder", prompt=EMBEDDER["long_text"])
+    assert legacy.startswith("prompt: Input 0 is") and legacy.endswith("Shorten it.")
+    assert "truncat" not in legacy
+
+
 def test_num_ctx_is_where_truncate_cuts(client: TestClient) -> None:
     text = EMBEDDER["long_text"]
     body = post(client, "/api/embed", model="embedder", input=text, options={"num_ctx": 16})
