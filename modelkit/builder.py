@@ -9,9 +9,22 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from modelkit.offline import offline_env
+
+
+def draw_biases(model: Any, std: float) -> None:
+    """Draw a random-init model's biases like its weights (normal, ``std``), in parameter
+    order. transformers initializes biases to zero, and the builder leaves all-zero biases out
+    of the export: drawn, the graph keeps every bias Add (Qwen2's q/k/v, Whisper's, the vision
+    stages'). A model without biases (Llama) is unchanged."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(".bias"):
+                param.normal_(0.0, std)
 
 
 class BuilderFailed(Exception):

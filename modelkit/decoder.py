@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from modelkit.builder import run_builder
+from modelkit.builder import draw_biases, run_builder
 from modelkit.chat_template import CHAT_TEMPLATE
 from modelkit.demo.check import check
 from modelkit.demo.template import DEMO_TEMPLATE
@@ -87,13 +87,7 @@ def make_hf_folder(
     kwargs.update(arch_config_kwargs(arch, params))
     config = config_cls(**kwargs)
     model = model_cls(config).eval()
-    # transformers initializes biases to zero, and the builder leaves all-zero biases out
-    # of the export: draw them like the weights so that the graph keeps its bias Add
-    # (Qwen2's q/k/v). Architectures without biases (Llama) are unchanged.
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith(".bias"):
-                param.normal_(0.0, init_range)
+    draw_biases(model, init_range)
     model.save_pretrained(hf_dir)
     tokenizer.save_pretrained(hf_dir)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from modelkit import cli
-from modelkit.builder import run_builder
+from modelkit.builder import draw_biases, run_builder
 from modelkit.expected import compare, read_expected, report, write_expected
 from modelkit.tokenizer import byte_level_bpe, corpus
 
@@ -172,10 +172,7 @@ def make_hf_folder(hf_dir: Path, seed: int, init_std: float, shape: str = "test"
     )
     torch.manual_seed(seed)
     model = WhisperForConditionalGeneration(config).eval()
-    with torch.no_grad():  # zero biases would be left out of the export: draw them too
-        for name, param in model.named_parameters():
-            if name.endswith(".bias"):
-                param.normal_(0.0, init_std)
+    draw_biases(model, init_std)
     model.generation_config = GenerationConfig(
         decoder_start_token_id=sot,
         bos_token_id=eot,

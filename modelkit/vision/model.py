@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from modelkit.builder import draw_biases
 from modelkit.tokenizer import corpus, train_chatml_tokenizer
 
 SPECIAL_TOKENS = [
@@ -221,12 +222,7 @@ def make_hf_folder(hf_dir: Path, seed: int, init_range: float) -> None:
     )
     torch.manual_seed(seed)
     model = Qwen2_5_VLForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            # Untrained norms are all ones and biases all zeros; the builder drops zero
-            # biases. Draw them so the graphs keep every op.
-            if name.endswith(".bias"):
-                param.normal_(0.0, init_range)
+    draw_biases(model, init_range)
     model.save_pretrained(hf_dir)
     tokenizer.save_pretrained(hf_dir)
     (hf_dir / "preprocessor_config.json").write_text(json.dumps(hf_preprocessor_config(), indent=1))
