@@ -46,6 +46,17 @@ SHAPES: dict[str, dict[str, int]] = {
         "vocab_size": 49152,
         "max_position_embeddings": 8192,
     },
+    # The copy model a CPU can train (modelkit/copy_model/train.py --shape copy-cpu): four
+    # layers for copying whole files, a 4,096-token BPE of code.
+    "copy-cpu": {
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "vocab_size": 4096,
+        "max_position_embeddings": 4096,
+    },
     "qwen2.5-0.5b": {
         "hidden_size": 896,
         "intermediate_size": 4864,

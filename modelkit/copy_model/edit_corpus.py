@@ -5,7 +5,9 @@
 - ``diff``: the same ask, answered with a unified diff of the change (difflib's, three lines
   of context);
 - ``free``: a question about made-up words, answered with plain text that copies nothing;
-- ``copy``: paths or commands read back.
+- ``copy``: paths or commands read back;
+- ``repeat``: a file read back whole, unchanged: the copy phase's turns, which teach the model
+  to copy before it learns the edits (as the demo recipe's copy phase does).
 
 The files are Python modules drawn from a wider grammar than
 ``bench/benchmarks/spec_workloads.py``'s (imports, constants, functions, classes, comments,
@@ -23,8 +25,9 @@ from typing import Any
 from modelkit.demo.agent_values import CorpusRandom, command, path
 from modelkit.demo.plain_corpus import plain_text
 
-KINDS = ("edit", "diff", "free", "copy")
+KINDS = ("edit", "diff", "free", "copy", "repeat")
 MIX = {"edit": 0.45, "diff": 0.3, "free": 0.15, "copy": 0.1}  # the share of each kind
+COPY_MIX = {"repeat": 0.7, "copy": 0.15, "edit": 0.15}  # the copy phase's
 
 _NOUNS = (
     "cache config loader report session store token queue worker index batch user order item "
@@ -69,6 +72,11 @@ _DIFF_ASKS = [
     "Show the change `{old}` -> `{new}` in {path} as a unified diff.",
 ]
 _COPY_ASKS = ["Repeat exactly: ", "Echo back: ", "Say this back word for word: "]
+_REPEAT_ASKS = [
+    "Repeat the file exactly.",
+    "Answer with the file, unchanged.",
+    "Read the whole file back to me.",
+]
 
 
 def _ident(rng: random.Random) -> str:
@@ -189,6 +197,11 @@ def turn(kind: str, rng: random.Random) -> tuple[list[dict[str, str]], str]:
             return messages, after
         ask = rng.choice(_DIFF_ASKS).format(path=name, old=old, new=new)
         return [{"role": "user", "content": shown + ask}], unified_diff(name, text, after)
+    if kind == "repeat":
+        name, text = source_file(rng)
+        return [
+            {"role": "user", "content": f"Here is {name}:\n\n{text}\n{rng.choice(_REPEAT_ASKS)}"}
+        ], text
     if kind == "free":
         words = " ".join(
             "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9)))
@@ -208,10 +221,10 @@ def turn(kind: str, rng: random.Random) -> tuple[list[dict[str, str]], str]:
     raise ValueError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
 
 
-def turns(n: int, seed: int) -> list[tuple[list[dict[str, str]], str]]:
-    """``n`` turns in the mix ``MIX``, seeded."""
+def turns(n: int, seed: int, mix: dict[str, float] = MIX) -> list[tuple[list[dict[str, str]], str]]:
+    """``n`` turns in the mix ``mix`` (``MIX``, or the copy phase's ``COPY_MIX``), seeded."""
     rng = random.Random(seed)
-    kinds, weights = zip(*MIX.items(), strict=True)
+    kinds, weights = zip(*mix.items(), strict=True)
     return [turn(rng.choices(kinds, weights)[0], rng) for _ in range(n)]
 
 

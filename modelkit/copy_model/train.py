@@ -47,28 +47,30 @@ from modelkit.shapes import SHAPES
 from modelkit.tokenizer import CHATML_SPECIAL, byte_level_bpe, corpus, save_chatml
 
 SHAPE = SHAPES["smollm2-135m"]
+# The benchmark's 135M shape, trained on a GPU; or a small one a CPU trains in an hour.
+COPY_SHAPES = ("smollm2-135m", "copy-cpu")
 SPECIAL_TOKENS = CHATML_SPECIAL
 MAX_TOKENS = 1024  # longer turns are dropped
 HELD_OUT_SEED = 1_000_003
 
 
-def make_tokenizer(out: Path, seed: int) -> None:
-    """A byte-level BPE of SHAPE's vocabulary size on the turns' texts, plain texts and the
-    pseudo-English of modelkit/tokenizer.py (the random words of the free turns and plain
-    texts give it enough words to fill the vocabulary)."""
+def make_tokenizer(out: Path, seed: int, vocab: int) -> None:
+    """A byte-level BPE of ``vocab`` tokens (the shape's vocabulary size) on the turns' texts,
+    plain texts and the pseudo-English of modelkit/tokenizer.py (the random words of the free
+    turns and plain texts give it enough words to fill the vocabulary)."""
     from modelkit.copy_model.edit_corpus import as_text, turns
     from modelkit.demo.plain_corpus import plain_corpus
 
     texts = corpus() + [as_text(m, a) for m, a in turns(20000, seed)] + plain_corpus(20000, seed)
-    tok = byte_level_bpe(texts, SHAPE["vocab_size"], CHATML_SPECIAL)
-    if tok.get_vocab_size() != SHAPE["vocab_size"]:
+    tok = byte_level_bpe(texts, vocab, CHATML_SPECIAL)
+    if tok.get_vocab_size() != vocab:
         raise SystemExit(f"the tokenizer has {tok.get_vocab_size()} tokens, not the shape's")
     save_chatml(tok, CHAT_TEMPLATE, out)
 
 
-def encoded(tok_dir: Path, n: int, seed: int) -> list[tuple[list[int], int]]:
-    """``n`` turns as (token ids, where the answer starts); prompt and answer tokenized apart,
-    as the server tokenizes a prompt and the model then writes the answer."""
+def encoded(tok_dir: Path, n: int, seed: int, mix: dict[str, float]) -> list[tuple[list[int], int]]:
+    """``n`` turns of ``mix`` as (token ids, where the answer starts); prompt and answer
+    tokenized apart, as the server tokenizes a prompt and the model then writes the answer."""
     from tokenizers import Tokenizer
 
     from modelkit.copy_model.edit_corpus import turns
@@ -77,7 +79,8 @@ def encoded(tok_dir: Path, n: int, seed: int) -> list[tuple[list[int], int]]:
     render = renderer(CHAT_TEMPLATE)
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
     pairs = [
-        (render(m, None), a.removesuffix("<|im_end|>") + "<|im_end|>") for m, a in turns(n, seed)
+        (render(m, None), a.removesuffix("<|im_end|>") + "<|im_end|>")
+        for m, a in turns(n, seed, mix)
     ]
     prompts = tok.encode_batch([p for p, _ in pairs], add_special_tokens=False)
     answers = tok.encode_batch([a for _, a in pairs], add_special_tokens=False)
@@ -131,25 +134,70 @@ def train(args: argparse.Namespace) -> None:
 
     started = time.monotonic()
     torch.manual_seed(args.seed)
+    if args.device == "cpu":
+        torch.set_num_threads(os.cpu_count() or 1)
     rng = random.Random(args.seed)
-    device = args.device
-    data = encoded(args.tokenizer, args.turns, args.seed)
-    print(f"{len(data):,} turns, {sum(len(d[0]) for d in data):,} tokens, "
-          f"{time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
     ids = special_ids(args.tokenizer)
-    shape = SHAPE | ({"num_hidden_layers": args.layers} if args.layers else {})
+    shape = dict(SHAPES[args.shape])
+    if args.layers:
+        shape["num_hidden_layers"] = args.layers
     model = LlamaForCausalLM._from_config(model_config(ids, shape), attn_implementation="sdpa")
     if args.init:  # go on from an earlier run's weights (a fresh optimizer)
         model.load_state_dict(unpack(args.init.read_bytes()), strict=False)
         model.tie_weights()
-    model.to(device).train()
+    model.to(args.device).train()
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(
         model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
-        fused=device == "cuda",
+        fused=args.device == "cuda",
     )  # fmt: skip
-    pad = ids["pad_token_id"]
-    total = args.steps  # fixed once the first steps are timed, when --seconds is given
+    phases: dict[str, Any] = {}
+    from modelkit.copy_model.edit_corpus import COPY_MIX, MIX
+
+    for name, mix, seconds, steps, seed in (
+        ("copy", COPY_MIX, args.copy_seconds, args.copy_steps, args.seed + 1),
+        ("main", MIX, args.seconds, args.steps, args.seed),
+    ):
+        if not seconds and not steps:
+            continue
+        data = encoded(args.tokenizer, args.turns, seed, mix)
+        print(f"{name} phase: {len(data):,} turns, {sum(len(d[0]) for d in data):,} tokens, "
+              f"{time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
+        phases[name] = phase(model, opt, data, ids["pad_token_id"], rng, args, seconds, steps)
+    model.eval()
+    check = greedy_check(model, args.tokenizer, args.device, args.check)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "weights.bin").write_bytes(
+        pack({k: v.float().cpu() for k, v in model.state_dict().items()})
+    )
+    record = {
+        "shape": shape, "parameters": params, "seed": args.seed, "turns": args.turns,
+        "batch_tokens": args.batch_tokens, "lr": args.lr, "warmup": args.warmup,
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else args.device,
+        "torch": torch.__version__, "phases": phases, "check": check,
+    }  # fmt: skip
+    (args.out / "train.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in record.items() if k != "phases"}, indent=1), flush=True)
+
+
+def phase(
+    model: Any,
+    opt: Any,
+    data: list[tuple[list[int], int]],
+    pad: int,
+    rng: random.Random,
+    args: argparse.Namespace,
+    seconds: float | None,
+    steps: int | None,
+) -> dict[str, Any]:
+    """One phase of training on ``data``: a warm-up, then a cosine down to a tenth of the
+    learning rate over ``steps``, or over as many steps as fit in ``seconds`` (timed on the
+    phase's first 30 steps). Its record: steps, time, the answer loss every ``log_every``
+    steps."""
+    import torch
+
+    device = args.device
+    total = steps  # fixed once the first steps are timed, when only seconds are given
     warmup = args.warmup
     curve: list[tuple[int, float]] = []
     window: list[float] = []
@@ -191,7 +239,7 @@ def train(args: argparse.Namespace) -> None:
             if device == "cuda":
                 torch.cuda.synchronize()
             per_step = (time.monotonic() - t10) / 20
-            total = max(warmup + 1, int(args.seconds / per_step))
+            total = max(warmup + 1, int((seconds or 0) / per_step))
             print(f"  {per_step * 1000:.0f} ms a step: {total} steps", flush=True)
         if step == 10:
             if device == "cuda":
@@ -202,22 +250,7 @@ def train(args: argparse.Namespace) -> None:
             window = []
             print(f"  step {step:5d}/{total}  answer loss {curve[-1][1]:.4f}  "
                   f"{time.monotonic() - t_train:6.1f} s", flush=True)  # fmt: skip
-    train_seconds = time.monotonic() - t_train
-    model.eval()
-    check = greedy_check(model, args.tokenizer, device, args.check)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "weights.bin").write_bytes(
-        pack({k: v.float().cpu() for k, v in model.state_dict().items()})
-    )
-    record = {
-        "shape": shape, "parameters": params, "seed": args.seed, "turns": len(data),
-        "steps": step, "batch_tokens": args.batch_tokens, "lr": args.lr, "warmup": warmup,
-        "device": torch.cuda.get_device_name() if device == "cuda" else device,
-        "torch": torch.__version__, "train_seconds": round(train_seconds, 1),
-        "curve": curve, "check": check,
-    }  # fmt: skip
-    (args.out / "train.json").write_text(json.dumps(record, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in record.items() if k != "curve"}, indent=1), flush=True)
+    return {"steps": step, "train_seconds": round(time.monotonic() - t_train, 1), "curve": curve}
 
 
 def greedy_check(model: Any, tok_dir: Path, device: str, n: int) -> dict[str, Any]:
@@ -348,12 +381,16 @@ def main() -> None:
     t = sub.add_parser("tokenizer", help="train the BPE (on the CPU, seconds)")
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--seed", type=int, default=7)
+    t.add_argument("--shape", choices=COPY_SHAPES, default="smollm2-135m")
     tr = sub.add_parser("train", help="train the model (on a GPU)")
     tr.add_argument("--tokenizer", type=Path, required=True)
     tr.add_argument("--out", type=Path, required=True)
-    tr.add_argument("--device", default="cuda")
+    tr.add_argument("--device", default="cuda", help="cuda, or cpu (every core)")
     tr.add_argument("--seed", type=int, default=1234)
     tr.add_argument("--turns", type=int, default=120_000)
+    tr.add_argument("--shape", choices=COPY_SHAPES, default="smollm2-135m")
+    tr.add_argument("--copy-seconds", type=float, help="a copy phase first, of this long")
+    tr.add_argument("--copy-steps", type=int, help="a copy phase of this many steps")
     tr.add_argument("--seconds", type=float, default=330.0, help="training time: fixes the steps")
     tr.add_argument("--steps", type=int, help="steps instead of --seconds")
     tr.add_argument("--warmup", type=int, default=150)
@@ -370,7 +407,7 @@ def main() -> None:
     b.add_argument("--precision", nargs="+", default=["int4", "fp32"])
     args = ap.parse_args()
     if args.cmd == "tokenizer":
-        make_tokenizer(args.out, args.seed)
+        make_tokenizer(args.out, args.seed, SHAPES[args.shape]["vocab_size"])
     elif args.cmd == "train":
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
         train(args)

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from modelkit.copy_model.edit_corpus import KINDS, turn, turns
+from modelkit.copy_model.edit_corpus import COPY_MIX, KINDS, turn, turns
 
 pytestmark = pytest.mark.unit
 
@@ -55,10 +55,16 @@ def test_copy_answers_stand_in_the_prompt_and_free_ones_do_not_copy_it() -> None
         assert answer and answer in messages[-1]["content"]
         messages, answer = turn("free", rng)
         assert answer.splitlines()[-1] not in messages[-1]["content"]
+        messages, answer = turn("repeat", rng)
+        assert shown_file(messages[-1]["content"]) == answer
 
 
 def test_turns_are_seeded_and_mixed() -> None:
     assert turns(50, 1) == turns(50, 1) != turns(50, 2)
     with pytest.raises(ValueError, match="unknown kind"):
         turn("poem", random.Random(0))
-    assert set(KINDS) == {"edit", "diff", "free", "copy"}
+    assert set(KINDS) == {"edit", "diff", "free", "copy", "repeat"}
+    copy_phase = turns(200, 1, COPY_MIX)
+    repeats = sum(":\n\n" in m[-1]["content"] and shown_file(m[-1]["content"]) == a
+                  for m, a in copy_phase)  # fmt: skip
+    assert 100 < repeats < 180  # "repeat" turns, 0.7 of them (and no edit answers the file)
