@@ -22,7 +22,8 @@ same load from outside, which one after the other they do not), each arm the sam
 prompts; answers end where the model ends them (at most
 ``--max-tokens``). Reported per arm, as the median over rounds: decode tokens/s per request
 (its tokens after the first ÷ the time after its first), time per answer (end to end), their
-ratios to the first arm (per round, then the median, with the rounds' range), the drafted
+ratios to the first arm (per round, then the median, with the rounds' range and, from 6
+rounds, the median's 95% confidence interval), the drafted
 tokens' acceptance and the mean accepted length (1 + accepted ÷ verify runs: tokens per
 verify run), read off each server's /metrics, and the mean copied fraction of the answers.
 """
@@ -33,6 +34,7 @@ import asyncio
 import hashlib
 import itertools
 import json
+import math
 import os
 import random
 import re
@@ -403,6 +405,28 @@ def _row(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> list[str]:
 
 
 def _ratio(values: list[float]) -> str:
+    """The median of the rounds' ratios, their range and, with enough rounds, the median's
+    95% confidence interval."""
     if not values:
         return "—"
-    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+    text = f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f}"
+    interval = median_interval(values)
+    if interval is not None:
+        text += f"; 95% CI {interval[0]:.2f}–{interval[1]:.2f}"
+    return text + ")"
+
+
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free confidence interval of the median of ``values``: the order
+    statistics ``x(j)`` and ``x(n + 1 - j)`` for the largest ``j`` whose binomial coverage,
+    ``1 - 2 P(Binomial(n, 1/2) < j)``, is still at least ``confidence``. None with too few
+    values for any (fewer than 6 at 95%). What shows whether two arms differ by more than a
+    bar, where single rounds spread wider than the bar."""
+    xs, n = sorted(values), len(values)
+    below, best = 0, 0  # P(Binomial(n, 1/2) < j) * 2**n
+    for j in range(1, n // 2 + 1):
+        below += math.comb(n, j - 1)
+        if 1 - 2 * below / 2**n < confidence:
+            break
+        best = j
+    return (xs[best - 1], xs[n - best]) if best else None

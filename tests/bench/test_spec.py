@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from bench.benchmarks.spec import LLAMA_COUNTERS, OURS_COUNTERS, counters, parse_arm, render_table
+from bench.benchmarks.spec import (
+    LLAMA_COUNTERS,
+    OURS_COUNTERS,
+    counters,
+    median_interval,
+    parse_arm,
+    render_table,
+)
 from bench.benchmarks.spec_workloads import WORKLOADS, ask, copied_fraction, source_file
 
 pytestmark = pytest.mark.unit
@@ -104,3 +111,15 @@ def test_the_table_gives_per_round_ratios_their_range_and_the_counts() -> None:
     assert cells[10] == "0.75 (45/60)" and cells[11] == "4.00"  # 1 + 45 / 15 verify runs
     assert cells[12] == "0.50" and cells[13] == "20"
     assert "— | — |" in off and "load average (1 min) while it ran: 7.0 to 7.0" in table
+
+
+def test_the_median_interval_is_the_order_statistics_of_binomial_coverage() -> None:
+    assert median_interval([1.0] * 5) is None  # [min, max] covers 1 - 2/32 < 0.95
+    assert median_interval([3.0, 1.0, 2.0, 6.0, 5.0, 4.0]) == (1.0, 6.0)  # 1 - 2/64
+    # n = 20: P(B < 6) = 0.021 (coverage 0.959), P(B < 7) = 0.058 (0.885): x(6) and x(15)
+    assert median_interval([float(i) for i in range(20, 0, -1)]) == (6.0, 15.0)
+    # the table shows it once there are enough rounds
+    rounds = [sample([100 + i], [0.5], 0.001, [0, 0, 0]) for i in range(8)]
+    both = {("off", "free", "greedy", 1): rounds, ("on", "free", "greedy", 1): rounds}
+    table = render_table(both, ["off", "on"], ("free",), ("greedy",), (1,))
+    assert "1.00 (1.00–1.00; 95% CI 1.00–1.00)" in table
