@@ -1,13 +1,19 @@
 """The copy model: the benchmark's 135M shape (SmolLM2-135M's layers, a 49,152-token BPE),
-trained from random init on a GPU to edit files the way a coding agent asks
-(modelkit/copy_model/edit_corpus.py), so that ``python -m bench spec`` has a model whose answers
-copy.
+or a small one a CPU trains (``--shape copy-cpu``), trained from random init to edit files
+the way a coding agent asks (modelkit/copy_model/edit_corpus.py), so that ``python -m bench
+spec`` has a model whose answers copy.
 
-Three steps, the middle one on a GPU machine:
+Three steps, the middle one on a GPU machine (or, for the small shape, on the CPU):
 
     python -m modelkit.copy_model.train tokenizer --out copy-tok          # here, seconds
     python -m modelkit.copy_model.train train --tokenizer copy-tok --out run --seconds 330
     python -m modelkit.copy_model.train build --run run --tokenizer copy-tok --out models/copy-135m
+
+    # the small shape on a CPU: a 4,096-token BPE, a copy phase, then the mix
+    python -m modelkit.copy_model.train tokenizer --shape copy-cpu --out copy-tok
+    python -m modelkit.copy_model.train train --shape copy-cpu --device cpu --tokenizer copy-tok \
+        --out run --turns 40000 --copy-seconds 1080 --seconds 2220 --warmup 100 --lr 3e-3 \
+        --batch-tokens 8192
 
 ``train`` writes the trained weights as ``weights.bin`` (int8 with a scale per row for the
 matrices, float32 for the norms, zlib-compressed: small enough to carry back from a GPU
@@ -19,13 +25,17 @@ dequantized weights: the model *is* those weights.
 The training is seeded, but a GPU run is not bit-reproducible across machines; its record
 says what it did.
 
-Where it stands (docs/speculation.md, "Not done yet"): one session's 15 minutes of an H100 did
-not make a model that copies. 850 steps of the 30-layer shape (388 ms a step, 32k tokens)
-ended at an answer loss of 1.03, and 1,159 + 554 steps of a 4-layer one (``--layers 4``,
-``--init`` for the second run) at 0.9: the answers take the file's layout and some of its
-values but not its names, 0 of 2 held-out turns of each kind exact. What to change before the
-next run: a copy phase first, as the demo recipe has (copying does not form among the other
-turns in minutes), and the step time (190 ms for 4 layers, most of it not the model).
+Where it stands (docs/speculation.md, "Not done yet"): no run has made a model that copies.
+One session's 15 minutes of an H100: 850 steps of the 30-layer shape (388 ms a step, 32k
+tokens) ended at an answer loss of 1.03, and 1,159 + 554 steps of a 4-layer one (``--layers
+4``, ``--init`` for the second run) at 0.9: the answers take the file's layout and some of its
+values but not its names, 0 of 2 held-out turns of each kind exact. Then, with no GPU lent, the
+CPU shape (``--shape copy-cpu --device cpu``, 4.1M parameters) with a copy phase first
+(``--copy-seconds``: ``COPY_MIX``, mostly whole files read back): 522 copy steps and 1,290
+main steps of 8k tokens (55 minutes on 2 cores) ended at 1.12 and 0.83, 0 of 6 held-out turns
+of each kind exact, with the same failure; the demo model's copying formed only after about
+1,000 copy steps (its ``copy_curve``). What to try next: a copy phase of some thousands of
+steps before the mix (on a GPU), and the step time (190 ms for 4 layers, mostly not the model).
 """
 
 from __future__ import annotations
