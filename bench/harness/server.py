@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, ClassVar
 
 import httpx
 
@@ -55,6 +55,8 @@ class ServerProcess:
     proc: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     error: str | None = None
+    health: ClassVar[str] = "/healthz"  # answers 200 once the server serves
+    ready_within: ClassVar[float] = 180.0  # seconds wait_ready waits by default
 
     @property
     def url(self) -> str:
@@ -72,19 +74,20 @@ class ServerProcess:
             stderr=self.log,
         )
 
-    def wait_ready(self, timeout: float = 180.0) -> bool:
-        """True once /healthz answers 200; False (with ``error`` set) if the server died."""
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """True once ``health`` answers 200; False (with ``error`` set) if the server died,
+        failed to load its model, or was not ready within ``timeout`` (``ready_within``)."""
         assert self.proc is not None
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + (timeout or self.ready_within)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.error = f"exited with {self.proc.returncode}: {self.output()[-400:]}"
                 return False
             try:
-                r = httpx.get(self.url + "/healthz", timeout=2)
+                r = httpx.get(self.url + self.health, timeout=2)
                 if r.status_code == 200:
                     return True
-                if r.json().get("status") == "error":
+                if self.failed_to_load(r):
                     self.error = f"model failed to load: {self.output()[-400:]}"
                     return False
             except (httpx.HTTPError, ValueError):
@@ -92,6 +95,10 @@ class ServerProcess:
             time.sleep(0.1)
         self.error = "not healthy in time"
         return False
+
+    def failed_to_load(self, health: httpx.Response) -> bool:
+        """Whether a health answer other than 200 says the model will not load."""
+        return bool(health.json().get("status") == "error")
 
     def output(self) -> str:
         if self.log is None:

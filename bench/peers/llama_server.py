@@ -25,7 +25,7 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -219,6 +219,8 @@ class LlamaServer(ServerProcess):
     parallel: int = 1
     ctx_per_slot: int = 1024
     extra_args: list[str] = field(default_factory=list)
+    health: ClassVar[str] = "/health"
+    ready_within: ClassVar[float] = 120.0
 
     def command(self) -> list[str]:
         return [
@@ -244,22 +246,8 @@ class LlamaServer(ServerProcess):
             self.command(), stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL
         )
 
-    def wait_ready(self, timeout: float = 120.0) -> bool:
-        """True once ``/health`` answers 200 (it is 503 while the model loads)."""
-        assert self.proc is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.error = f"exited with {self.proc.returncode}: {self.output()[-400:]}"
-                return False
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return True
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.error = "not healthy in time"
-        return False
+    def failed_to_load(self, health: httpx.Response) -> bool:
+        return False  # /health is 503 while the model loads; a failed load exits
 
     def routes(self) -> set[str]:
         return {"/v1/completions", "/v1/chat/completions"}
