@@ -170,6 +170,11 @@ def change(rng: random.Random, text: str) -> tuple[str, str] | None:
     return None
 
 
+def _shown(name: str, text: str) -> str:
+    """A file as a turn shows it, before the ask."""
+    return f"Here is {name}:\n\n{text}\n"
+
+
 def unified_diff(path: str, before: str, after: str) -> str:
     lines = difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
@@ -187,7 +192,7 @@ def turn(kind: str, rng: random.Random) -> tuple[list[dict[str, str]], str]:
                 break
         old, new = picked
         after = text.replace(old, new, 1)
-        shown = f"Here is {name}:\n\n{text}\n"
+        shown = _shown(name, text)
         if kind == "edit":
             messages = [
                 {"role": "user", "content": shown + rng.choice(_EDIT_ASKS).format(old=old, new=new)}
@@ -199,9 +204,7 @@ def turn(kind: str, rng: random.Random) -> tuple[list[dict[str, str]], str]:
         return [{"role": "user", "content": shown + ask}], unified_diff(name, text, after)
     if kind == "repeat":
         name, text = source_file(rng)
-        return [
-            {"role": "user", "content": f"Here is {name}:\n\n{text}\n{rng.choice(_REPEAT_ASKS)}"}
-        ], text
+        return [{"role": "user", "content": _shown(name, text) + rng.choice(_REPEAT_ASKS)}], text
     if kind == "free":
         words = " ".join(
             "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9)))
