@@ -142,6 +142,8 @@ def train(args: argparse.Namespace) -> None:
     import torch
     from transformers import LlamaForCausalLM
 
+    from modelkit.copy_model.edit_corpus import COPY_MIX, MIX
+
     started = time.monotonic()
     torch.manual_seed(args.seed)
     if args.device == "cpu":
@@ -162,8 +164,6 @@ def train(args: argparse.Namespace) -> None:
         fused=args.device == "cuda",
     )  # fmt: skip
     phases: dict[str, Any] = {}
-    from modelkit.copy_model.edit_corpus import COPY_MIX, MIX
-
     for name, mix, seconds, steps, seed in (
         ("copy", COPY_MIX, args.copy_seconds, args.copy_steps, args.seed + 1),
         ("main", MIX, args.seconds, args.steps, args.seed),
