@@ -1,11 +1,12 @@
 """An onnxruntime-genai model folder's own weights as a llama.cpp GGUF, for llama-server.
 
 The demo model has no Hugging Face checkpoint beside it (it was trained and built in one go),
-so the GGUF is written from its ONNX graph: the int4 ``MatMulNBits`` weights dequantized
-(``modelkit/dequantize.py``: the exact values the int4 kernels use), the fused
-``qkv_proj`` split into q, k and v, q and k rows permuted as llama.cpp's own converter does
-for Hugging Face's rotary layout (``rotary_interleaved=0``), the rotary base read off the
-``cos_cache``, and the byte-level BPE tokenizer (``tokenizer.json``) as GGUF's ``gpt2`` kind.
+so the GGUF is written from its ONNX graph, read back as Hugging Face's weights by
+``modelkit/onnx_weights.py`` (the int4 ``MatMulNBits`` weights dequantized: the exact values
+the int4 kernels use; the fused ``qkv_proj`` split into q, k and v; the rotary base read off
+the ``cos_cache``): q and k rows permuted as llama.cpp's own converter does for Hugging
+Face's rotary layout, and the byte-level BPE tokenizer (``tokenizer.json``) as GGUF's
+``gpt2`` kind.
 Written as f32 (the dequantized values exactly), then quantized to Q4_0 by ``llama-quantize``,
 whose blocks (32 values along the input dimension, one scale, zero point 8) are the int4
 model's own layout, so the values stay the same but for the scale rounded to f16.
@@ -19,44 +20,10 @@ sequences within the demo model's 512-token window, which the benchmark's stay i
 from __future__ import annotations
 
 import json
-import math
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-
-def _fp32_weights(folder: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Every initializer of the folder's graph, int4 ones dequantized, and the graph's
-    attention and norm attributes."""
-    import onnx
-    from onnx import helper, numpy_helper
-
-    from modelkit.dequantize import dequantize
-
-    with tempfile.TemporaryDirectory() as tmp:
-        dequantize(folder, Path(tmp))
-        model = onnx.load(str(Path(tmp) / "model.onnx"))
-        weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    attrs: dict[str, Any] = {}
-    for node in model.graph.node:
-        values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type == "GroupQueryAttention":
-            attrs["attention"] = values
-            if values.get("rotary_interleaved"):
-                raise SystemExit("interleaved rotary embeddings are not supported")
-        elif node.op_type in ("SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization"):
-            attrs["epsilon"] = values["epsilon"]
-    return weights, attrs
-
-
-def _one(weights: dict[str, np.ndarray], *parts: str) -> np.ndarray:
-    """The one initializer whose name holds every part (e.g. ``layers.0.``, ``o_proj``)."""
-    found = [name for name in weights if all(p in name for p in parts)]
-    if len(found) != 1:
-        raise SystemExit(f"expected one weight named like {parts}, found {found}")
-    return weights[found[0]]
 
 
 def permute(rows: np.ndarray, heads: int) -> np.ndarray:
@@ -66,37 +33,30 @@ def permute(rows: np.ndarray, heads: int) -> np.ndarray:
     return rows.reshape(heads, 2, shape[0] // heads // 2, *shape[1:]).swapaxes(1, 2).reshape(shape)
 
 
-def rope_base(cos: np.ndarray, sin: np.ndarray, rotary_dim: int) -> float:
-    """The rotary base: position 1's angle for pair 1 is ``base ** (-2 / rotary_dim)``."""
-    angle = float(np.arctan2(sin[1, 1], cos[1, 1]))
-    return math.exp(-math.log(angle) * rotary_dim / 2)
-
-
 def write_gguf(folder: Path, out: Path) -> Path:
     """Write ``folder``'s weights and tokenizer as an f32 GGUF at ``out``."""
     import gguf
 
+    from modelkit.onnx_weights import read_decoder
+
     config = json.loads((folder / "genai_config.json").read_text())["model"]
-    decoder = config["decoder"]
-    heads, kv_heads = decoder["num_attention_heads"], decoder["num_key_value_heads"]
-    head_size, hidden = decoder["head_size"], decoder["hidden_size"]
-    layers = decoder["num_hidden_layers"]
-    weights, attrs = _fp32_weights(folder)
-    cos, sin = weights["cos_cache"], weights["sin_cache"]
-    embed = _one(weights, "embed_tokens")
+    shape, weights = read_decoder(folder)  # Hugging Face's names and [out, in] layout
+    heads, kv_heads = shape["num_attention_heads"], shape["num_key_value_heads"]
+    layers = shape["num_hidden_layers"]
+    embed = weights["model.embed_tokens.weight"]
     vocab = embed.shape[0]
 
     writer = gguf.GGUFWriter(str(out), "llama")
     writer.add_name(folder.name)
-    writer.add_context_length(min(int(config["context_length"]), cos.shape[0]))
-    writer.add_embedding_length(hidden)
+    writer.add_context_length(min(int(config["context_length"]), shape["max_position_embeddings"]))
+    writer.add_embedding_length(shape["hidden_size"])
     writer.add_block_count(layers)
-    writer.add_feed_forward_length(int(_one(weights, "layers.0.", "up_proj").shape[1]))
+    writer.add_feed_forward_length(shape["intermediate_size"])
     writer.add_head_count(heads)
     writer.add_head_count_kv(kv_heads)
-    writer.add_rope_dimension_count(2 * cos.shape[1])
-    writer.add_rope_freq_base(rope_base(cos, sin, 2 * cos.shape[1]))
-    writer.add_layer_norm_rms_eps(float(attrs["epsilon"]))
+    writer.add_rope_dimension_count(shape["head_dim"])
+    writer.add_rope_freq_base(shape["rope_theta"])
+    writer.add_layer_norm_rms_eps(shape["rms_norm_eps"])
     writer.add_vocab_size(vocab)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
     _tokenizer(writer, folder, config, vocab)
@@ -106,20 +66,17 @@ def write_gguf(folder: Path, out: Path) -> Path:
 
     add("token_embd.weight", embed)
     for i in range(layers):
-        prefix, blk = f"layers.{i}.", f"blk.{i}."
-        add(blk + "attn_norm.weight", _one(weights, prefix, "input_layernorm"))
-        add(blk + "ffn_norm.weight", _one(weights, prefix, "post_attention_layernorm"))
-        qkv = _one(weights, prefix, "qkv_proj").T  # [out, in], as Hugging Face stores it
-        q, k = heads * head_size, kv_heads * head_size
-        add(blk + "attn_q.weight", permute(qkv[:q], heads))
-        add(blk + "attn_k.weight", permute(qkv[q : q + k], kv_heads))
-        add(blk + "attn_v.weight", qkv[q + k :])
-        add(blk + "attn_output.weight", _one(weights, prefix, "o_proj").T)
-        for ours, theirs in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up")):
-            add(blk + theirs + ".weight", _one(weights, prefix, ours).T)
-        add(blk + "ffn_down.weight", _one(weights, prefix, "down_proj").T)
-    add("output_norm.weight", _one(weights, f"layers.{layers}.", "norm"))
-    add("output.weight", _one(weights, "lm_head").T)
+        ours, blk = f"model.layers.{i}.", f"blk.{i}."
+        add(blk + "attn_norm.weight", weights[ours + "input_layernorm.weight"])
+        add(blk + "ffn_norm.weight", weights[ours + "post_attention_layernorm.weight"])
+        add(blk + "attn_q.weight", permute(weights[ours + "self_attn.q_proj.weight"], heads))
+        add(blk + "attn_k.weight", permute(weights[ours + "self_attn.k_proj.weight"], kv_heads))
+        add(blk + "attn_v.weight", weights[ours + "self_attn.v_proj.weight"])
+        add(blk + "attn_output.weight", weights[ours + "self_attn.o_proj.weight"])
+        for proj in ("gate", "up", "down"):
+            add(f"{blk}ffn_{proj}.weight", weights[f"{ours}mlp.{proj}_proj.weight"])
+    add("output_norm.weight", weights["model.norm.weight"])
+    add("output.weight", weights.get("lm_head.weight", embed))  # tied: the embedding
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.peers.onnx_gguf import permute, rope_base
+from bench.peers.onnx_gguf import permute
 from config.settings import REPO_ROOT
+from modelkit.onnx_weights import rope_base
 
 pytestmark = pytest.mark.unit
 
