@@ -83,7 +83,7 @@ def _ident(rng: random.Random) -> str:
     return "_".join(rng.sample(_NOUNS, rng.choice([1, 1, 2])))
 
 
-def _function(rng: random.Random, constants: list[str]) -> list[str]:
+def _function(rng: random.Random, constants: list[str], root: bool) -> list[str]:
     name = f"{rng.choice(_VERBS)}_{_ident(rng)}"
     arg = rng.choice(_NOUNS)
     kind = rng.choice(["str", "int", "Path", "dict", "list[str]", "bool"])
@@ -105,7 +105,12 @@ def _function(rng: random.Random, constants: list[str]) -> list[str]:
             out.append(f"    # {rng.choice(_VERBS)} the {other} first")
         else:
             out.append(f'    logging.info("{rng.choice(_VERBS)} %s", {arg})')
-    out.append(f"    return {rng.choice([arg, 'None', 'True', f'str({arg})', f'len({arg})'])}")
+    returned = [arg, "None", "True", f"str({arg})", f"len({arg})"]
+    if constants:
+        returned.append(f"int({rng.choice(constants)})")
+    if root:  # a path under the module's ROOT, or what it holds
+        returned += [f"(ROOT / {arg}).read_text()", f'ROOT / "{rng.choice(_NOUNS)}" / {arg}']
+    out.append(f"    return {rng.choice(returned)}")
     return out
 
 
@@ -128,7 +133,8 @@ def source_file(rng: random.Random) -> tuple[str, str]:
     lines = sorted(rng.sample(_IMPORTS, rng.randint(1, 4)), key=lambda s: (s[0] == "f", s))
     constants = []
     lines.append("")
-    if rng.random() < 0.5:
+    root = rng.random() < 0.5
+    if root:
         noun = rng.choice(_NOUNS)
         lines.append(f'ROOT = Path(os.environ.get("{noun.upper()}_ROOT", "/var/lib/{noun}"))')
     for _ in range(rng.randint(1, 4)):
@@ -138,7 +144,7 @@ def source_file(rng: random.Random) -> tuple[str, str]:
             lines.append(f"{name} = {rng.choice(_VALUES)}")
     while len(lines) < rng.randint(8, 36):
         lines += ["", ""]
-        lines += _class(rng) if rng.random() < 0.25 else _function(rng, constants)
+        lines += _class(rng) if rng.random() < 0.25 else _function(rng, constants, root)
     folder = "/".join(rng.sample(_NOUNS, rng.randint(1, 2)))
     return f"{rng.choice(['src', 'lib', 'app', 'pkg'])}/{folder}/{_ident(rng)}.py", "\n".join(
         lines
@@ -158,7 +164,8 @@ def change(rng: random.Random, text: str) -> tuple[str, str] | None:
         other = rng.choice([v for v in _VALUES if v != value])
         return stripped, f"{name} = {other}"
     if stripped.startswith("return "):
-        return stripped, f"return {rng.choice(['None', 'True', 'False', '0', rng.choice(_NOUNS)])}"
+        values = ["None", "True", "False", "0", rng.choice(_NOUNS)]
+        return stripped, f"return {rng.choice([v for v in values if f'return {v}' != stripped])}"
     if stripped.startswith("def "):
         old = stripped.split("(", 1)[0][4:]
         if text.count(old) == 1:

@@ -1,9 +1,19 @@
-"""The copy model: the benchmark's 135M shape (SmolLM2-135M's layers, a 49,152-token BPE),
-or a small one a CPU trains (``--shape copy-cpu``), trained from random init to edit files
-the way a coding agent asks (modelkit/copy_model/edit_corpus.py), so that ``python -m bench
-spec`` has a model whose answers copy.
+"""The copy model: a model trained to edit files the way a coding agent asks
+(modelkit/copy_model/edit_corpus.py), so that ``python -m bench spec`` has a model whose
+answers copy. The committed one, ``bench/models/copy-demo``, is the demo model trained on
+(``--base``: its weights, tokenizer and chat template; its turns within its 512-token window)
+on the CPU, in about 25 minutes on 2 cores:
 
-Three steps, the middle one on a GPU machine (or, for the small shape, on the CPU):
+    python -m modelkit.copy_model.train train --base models/demo-llama --device cpu --out run \
+        --turns 30000 --copy-steps 1000 --steps 3500 --warmup 50 --lr 1e-3 --batch-tokens 4096
+    python -m modelkit.copy_model.train build --run run --tokenizer models/demo-llama \
+        --out copy --precision int4        # then copy/int4 is bench/models/copy-demo
+
+The demo model copies already (paths and commands), so its copying carries over: the copy
+phase's loss fell to 0.02 in 1,000 steps, where models trained from random init stayed near 1
+(below). The other way: the benchmark's 135M shape (SmolLM2-135M's layers, a 49,152-token
+BPE), or a small one a CPU trains (``--shape copy-cpu``), from random init, in three steps,
+the middle one on a GPU machine (or, for the small shape, on the CPU):
 
     python -m modelkit.copy_model.train tokenizer --out copy-tok          # here, seconds
     python -m modelkit.copy_model.train train --tokenizer copy-tok --out run --seconds 330
@@ -49,6 +59,7 @@ import random
 import struct
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +72,7 @@ SHAPE = SHAPES["smollm2-135m"]
 COPY_SHAPES = ("smollm2-135m", "copy-cpu")
 SPECIAL_TOKENS = CHATML_SPECIAL
 MAX_TOKENS = 1024  # longer turns are dropped
+BASE_CONTEXT = 4096  # a model made from a --base: its context (its turns are far shorter)
 HELD_OUT_SEED = 1_000_003
 
 
@@ -78,15 +90,23 @@ def make_tokenizer(out: Path, seed: int, vocab: int) -> None:
     save_chatml(tok, CHAT_TEMPLATE, out)
 
 
-def encoded(tok_dir: Path, n: int, seed: int, mix: dict[str, float]) -> list[tuple[list[int], int]]:
-    """``n`` turns of ``mix`` as (token ids, where the answer starts); prompt and answer
-    tokenized apart, as the server tokenizes a prompt and the model then writes the answer."""
+def encoded(
+    tok_dir: Path,
+    n: int,
+    seed: int,
+    mix: dict[str, float],
+    template: str = CHAT_TEMPLATE,
+    longest: int = MAX_TOKENS,
+) -> list[tuple[list[int], int]]:
+    """``n`` turns of ``mix`` as (token ids, where the answer starts), those of at most
+    ``longest`` tokens; prompt and answer tokenized apart, as the server tokenizes a prompt
+    and the model then writes the answer."""
     from tokenizers import Tokenizer
 
     from modelkit.copy_model.edit_corpus import turns
     from modelkit.demo.template import renderer
 
-    render = renderer(CHAT_TEMPLATE)
+    render = renderer(template)
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
     pairs = [
         (render(m, None), a.removesuffix("<|im_end|>") + "<|im_end|>")
@@ -96,7 +116,7 @@ def encoded(tok_dir: Path, n: int, seed: int, mix: dict[str, float]) -> list[tup
     answers = tok.encode_batch([a for _, a in pairs], add_special_tokens=False)
     out = []
     for p, a in zip(prompts, answers, strict=True):
-        if len(p.ids) + len(a.ids) <= MAX_TOKENS:
+        if len(p.ids) + len(a.ids) <= longest:
             out.append((p.ids + a.ids, len(p.ids)))
     return out
 
@@ -113,17 +133,11 @@ def batches(data: list[tuple[list[int], int]], tokens: int, rng: random.Random) 
     return groups
 
 
-def model_config(vocab: dict[str, int], shape: dict[str, int] = SHAPE) -> Any:
+def model_config(vocab: dict[str, int], shape: dict[str, Any] = SHAPE) -> Any:
     from transformers import LlamaConfig
 
-    return LlamaConfig(
-        **shape,
-        tie_word_embeddings=True,
-        rms_norm_eps=1e-5,
-        rope_theta=10000.0,
-        initializer_range=0.02,
-        **vocab,
-    )
+    defaults = {"tie_word_embeddings": True, "rms_norm_eps": 1e-5, "rope_theta": 10000.0}
+    return LlamaConfig(**(defaults | shape), initializer_range=0.02, **vocab)
 
 
 def special_ids(tok_dir: Path) -> dict[str, int]:
@@ -138,6 +152,49 @@ def special_ids(tok_dir: Path) -> dict[str, int]:
     }
 
 
+@dataclass
+class Start:
+    """What a run starts from: the model's shape (``LlamaConfig`` arguments), its chat
+    template, the longest turn it trains on, and its first weights (None: random init)."""
+
+    shape: dict[str, Any]
+    template: str
+    longest: int
+    state: dict[str, Any] | None
+
+
+def start(args: argparse.Namespace) -> Start:
+    """``--shape`` from random init, or ``--base``'s weights, sizes and template (its turns
+    within its sliding window, if it has one); ``--init`` then goes on from an earlier run's
+    weights (with a fresh optimizer)."""
+    state = unpack(args.init.read_bytes()) if args.init else None
+    if args.base is None:
+        shape: dict[str, Any] = dict(SHAPES[args.shape])
+        if args.layers:
+            shape["num_hidden_layers"] = args.layers
+        return Start(shape, CHAT_TEMPLATE, MAX_TOKENS, state)
+    import torch
+
+    from modelkit.onnx_weights import read_decoder
+
+    shape, weights = read_decoder(args.base)
+    shape["max_position_embeddings"] = min(shape["max_position_embeddings"], BASE_CONTEXT)
+    decoder = json.loads((args.base / "genai_config.json").read_text())["model"]["decoder"]
+    window = decoder.get("sliding_window", {}).get("window_size") or MAX_TOKENS
+    if state is None:
+        state = {name: torch.from_numpy(w) for name, w in weights.items()}
+    template = (args.base / "chat_template.jinja").read_text()
+    return Start(shape, template, min(window, MAX_TOKENS), state)
+
+
+def load(model: Any, state: dict[str, Any]) -> None:
+    """``state`` into ``model`` (its head tied to the embedding if it has none of its own)."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or [m for m in missing if m != "lm_head.weight"]:
+        raise SystemExit(f"the weights do not fit: missing {missing}, unexpected {unexpected}")
+    model.tie_weights()
+
+
 def train(args: argparse.Namespace) -> None:
     import torch
     from transformers import LlamaForCausalLM
@@ -150,13 +207,11 @@ def train(args: argparse.Namespace) -> None:
         torch.set_num_threads(os.cpu_count() or 1)
     rng = random.Random(args.seed)
     ids = special_ids(args.tokenizer)
-    shape = dict(SHAPES[args.shape])
-    if args.layers:
-        shape["num_hidden_layers"] = args.layers
+    begin = start(args)
+    shape = begin.shape
     model = LlamaForCausalLM._from_config(model_config(ids, shape), attn_implementation="sdpa")
-    if args.init:  # go on from an earlier run's weights (a fresh optimizer)
-        model.load_state_dict(unpack(args.init.read_bytes()), strict=False)
-        model.tie_weights()
+    if begin.state is not None:
+        load(model, begin.state)
     model.to(args.device).train()
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(
@@ -170,18 +225,26 @@ def train(args: argparse.Namespace) -> None:
     ):
         if not seconds and not steps:
             continue
-        data = encoded(args.tokenizer, args.turns, seed, mix)
+        data = encoded(args.tokenizer, args.turns, seed, mix, begin.template, begin.longest)
         print(f"{name} phase: {len(data):,} turns, {sum(len(d[0]) for d in data):,} tokens, "
               f"{time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
         phases[name] = phase(model, opt, data, ids["pad_token_id"], rng, args, seconds, steps)
     model.eval()
-    check = greedy_check(model, args.tokenizer, args.device, args.check)
+    check = greedy_check(model, args.tokenizer, args.device, args.check, begin)
     args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "chat_template.jinja").write_text(begin.template)
     (args.out / "weights.bin").write_bytes(
-        pack({k: v.float().cpu() for k, v in model.state_dict().items()})
+        pack(
+            {
+                k: v.float().cpu()
+                for k, v in model.state_dict().items()
+                if k != "lm_head.weight" or not model.config.tie_word_embeddings  # the embedding's
+            }
+        )
     )
     record = {
-        "shape": shape, "parameters": params, "seed": args.seed, "turns": args.turns,
+        "shape": shape, "base": args.base and str(args.base), "longest": begin.longest,
+        "parameters": params, "seed": args.seed, "turns": args.turns,
         "batch_tokens": args.batch_tokens, "lr": args.lr, "warmup": args.warmup,
         "device": torch.cuda.get_device_name() if args.device == "cuda" else args.device,
         "torch": torch.__version__, "phases": phases, "check": check,
@@ -263,9 +326,10 @@ def phase(
     return {"steps": step, "train_seconds": round(time.monotonic() - t_train, 1), "curve": curve}
 
 
-def greedy_check(model: Any, tok_dir: Path, device: str, n: int) -> dict[str, Any]:
-    """Greedy answers to ``n`` held-out turns of each kind: how many equal the reference, and
-    the first differing answer of each kind, for the record."""
+def greedy_check(model: Any, tok_dir: Path, device: str, n: int, begin: Start) -> dict[str, Any]:
+    """Greedy answers to ``n`` held-out turns of each kind (of those the run trains on: at
+    most ``begin.longest`` tokens): how many equal the reference, and the first differing
+    answer of each kind, for the record."""
     import torch
     from tokenizers import Tokenizer
 
@@ -274,19 +338,23 @@ def greedy_check(model: Any, tok_dir: Path, device: str, n: int) -> dict[str, An
 
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
     eos = tok.token_to_id("<|im_end|>")
-    render = renderer(CHAT_TEMPLATE)
+    render = renderer(begin.template)
     rng = random.Random(HELD_OUT_SEED)
     out: dict[str, Any] = {}
     for kind in KINDS:
-        exact, first_miss = 0, None
-        for _ in range(n):
+        exact, first_miss, checked = 0, None, 0
+        while checked < n:
             messages, answer = turn(kind, rng)
             answer = answer.removesuffix("<|im_end|>")
             prompt = tok.encode(render(messages, None), add_special_tokens=False).ids
+            wanted = len(tok.encode(answer, add_special_tokens=False).ids)
+            if len(prompt) + wanted + 1 > begin.longest:
+                continue
+            checked += 1
             x = torch.tensor([prompt], device=device)
             with torch.no_grad():
                 y = model.generate(
-                    x, max_new_tokens=len(tok.encode(answer).ids) + 8, do_sample=False,
+                    x, max_new_tokens=wanted + 8, do_sample=False,
                     eos_token_id=eos, pad_token_id=eos,
                 )  # fmt: skip
             got = y[0, len(prompt) :].tolist()
@@ -306,8 +374,6 @@ def pack(state: dict[str, Any]) -> bytes:
 
     buf = io.BytesIO()
     for name, tensor in state.items():
-        if name == "lm_head.weight":  # tied to the embedding
-            continue
         a = tensor.numpy().astype(np.float32)
         head = name.encode()
         buf.write(struct.pack("<H", len(head)) + head + struct.pack("<B", a.ndim))
@@ -366,12 +432,9 @@ def build(args: argparse.Namespace) -> None:
     state = unpack(blob)
     shape = json.loads((args.run / "train.json").read_text())["shape"]
     model = LlamaForCausalLM(model_config(special_ids(args.tokenizer), shape))
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if unexpected or [m for m in missing if m != "lm_head.weight"]:
-        raise SystemExit(
-            f"weights do not fit the shape: missing {missing}, unexpected {unexpected}"
-        )
-    model.tie_weights()
+    load(model, state)
+    template_file = args.run / "chat_template.jinja"  # a run from a base: the base's
+    template = template_file.read_text() if template_file.exists() else CHAT_TEMPLATE
     with tempfile.TemporaryDirectory() as tmp:
         hf = Path(tmp) / "hf"
         model.to(torch.float32).save_pretrained(hf)
@@ -380,7 +443,7 @@ def build(args: argparse.Namespace) -> None:
             out = args.out / precision
             extra = ["int4_accuracy_level=4"] if precision == "int4" else []
             run_builder(hf, out, precision, extra, cache_dir=Path(tmp) / "cache")
-            (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+            (out / "chat_template.jinja").write_text(template)
             if (args.run / "train.json").exists():
                 (out / "train.json").write_text((args.run / "train.json").read_text())
 
@@ -393,7 +456,8 @@ def main() -> None:
     t.add_argument("--seed", type=int, default=7)
     t.add_argument("--shape", choices=COPY_SHAPES, default="smollm2-135m")
     tr = sub.add_parser("train", help="train the model (on a GPU)")
-    tr.add_argument("--tokenizer", type=Path, required=True)
+    tr.add_argument("--tokenizer", type=Path, help="the BPE's folder (default: --base's)")
+    tr.add_argument("--base", type=Path, help="train on from this ONNX model folder (a Llama)")
     tr.add_argument("--out", type=Path, required=True)
     tr.add_argument("--device", default="cuda", help="cuda, or cpu (every core)")
     tr.add_argument("--seed", type=int, default=1234)
@@ -419,6 +483,9 @@ def main() -> None:
     if args.cmd == "tokenizer":
         make_tokenizer(args.out, args.seed, SHAPES[args.shape]["vocab_size"])
     elif args.cmd == "train":
+        args.tokenizer = args.tokenizer or args.base
+        if args.tokenizer is None:
+            ap.error("train needs --tokenizer or --base")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
         train(args)
     else:
