@@ -35,7 +35,7 @@ dequantized weights: the model *is* those weights.
 The training is seeded, but a GPU run is not bit-reproducible across machines; its record
 says what it did.
 
-Where it stands (docs/speculation.md, "Not done yet"): no run has made a model that copies.
+From random init no run has made a model that copies (docs/speculation.md, "Not done yet").
 One session's 15 minutes of an H100: 850 steps of the 30-layer shape (388 ms a step, 32k
 tokens) ended at an answer loss of 1.03, and 1,159 + 554 steps of a 4-layer one (``--layers
 4``, ``--init`` for the second run) at 0.9: the answers take the file's layout and some of its
@@ -44,8 +44,8 @@ CPU shape (``--shape copy-cpu --device cpu``, 4.1M parameters) with a copy phase
 (``--copy-seconds``: ``COPY_MIX``, mostly whole files read back): 522 copy steps and 1,290
 main steps of 8k tokens (55 minutes on 2 cores) ended at 1.12 and 0.83, 0 of 6 held-out turns
 of each kind exact, with the same failure; the demo model's copying formed only after about
-1,000 copy steps (its ``copy_curve``). What to try next: a copy phase of some thousands of
-steps before the mix (on a GPU), and the step time (190 ms for 4 layers, mostly not the model).
+1,000 copy steps (its ``copy_curve``). What to try next for the 135M shape: a copy phase of
+some thousands of steps before the mix (on a GPU).
 """
 
 from __future__ import annotations
