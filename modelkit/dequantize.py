@@ -42,6 +42,28 @@ def dequantize_rows(values: np.ndarray, scales: np.ndarray, block: int) -> np.nd
     return out
 
 
+def nbits_matrix(node: Any, weights: dict[str, np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+    """A ``MatMulNBits`` node's weight, dequantized: ``[N, K]`` (the product is ``A @ W^T``)."""
+    if len(node.input) > 3 and node.input[3]:
+        raise SystemExit(f"{node.name}: zero points are not supported")
+    k, n = attrs["K"], attrs["N"]
+    values = unpack(weights[node.input[1]], attrs["bits"]).reshape(n, -1)[:, :k]
+    return dequantize_rows(values, weights[node.input[2]], attrs["block_size"])
+
+
+def quantized_table(
+    node: Any, nodes: list[Any], weights: dict[str, np.ndarray], attrs: dict[str, Any]
+) -> np.ndarray:
+    """A ``GatherBlockQuantized`` node's table, dequantized: ``[rows, cols]`` (its data an
+    initializer, or a ``Reshape`` of one: the tied lm_head's)."""
+    data = node.input[0]
+    source = next((s for s in nodes if data in s.output), None)
+    packed = weights[source.input[0]] if source is not None else weights[data]
+    rows = packed.shape[0]
+    values = unpack(packed.reshape(rows, -1), attrs["bits"])
+    return dequantize_rows(values, weights[node.input[2]], attrs["block_size"])
+
+
 def dequantize(src: Path, out: Path, context: int | None = None) -> None:
     import onnx
     from onnx import helper, numpy_helper
@@ -54,21 +76,12 @@ def dequantize(src: Path, out: Path, context: int | None = None) -> None:
     for node in graph.node:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         if node.op_type == "MatMulNBits":
-            if len(node.input) > 3 and node.input[3]:
-                raise SystemExit(f"{node.name}: zero points are not supported")
-            k, n = attrs["K"], attrs["N"]
-            values = unpack(weights[node.input[1]], attrs["bits"]).reshape(n, -1)[:, :k]
-            w = dequantize_rows(values, weights[node.input[2]], attrs["block_size"])
+            w = nbits_matrix(node, weights, attrs)
             name = node.input[1] + "_fp32"
             made[name] = np.ascontiguousarray(w.T)  # [K, N]: A @ W^T
             nodes.append(helper.make_node("MatMul", [node.input[0], name], list(node.output)))
         elif node.op_type == "GatherBlockQuantized":
-            data = node.input[0]
-            source = next((s for s in graph.node if data in s.output), None)
-            packed = weights[source.input[0]] if source is not None else weights[data]
-            rows = packed.shape[0]
-            values = unpack(packed.reshape(rows, -1), attrs["bits"])
-            table = dequantize_rows(values, weights[node.input[2]], attrs["block_size"])
+            table = quantized_table(node, list(graph.node), weights, attrs)
             name = node.name.strip("/").replace("/", "_") + "_fp32"
             made[name] = table
             nodes.append(helper.make_node("Gather", [name, node.input[1]], list(node.output)))

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from modelkit.dequantize import dequantize_rows, unpack
+from modelkit.dequantize import nbits_matrix, quantized_table
 
 _PROJECTION = re.compile(r"^(?:model\.layers\.(\d+)\.(attn|mlp)\.(\w+_proj)|(lm_head))\.MatMul\.")
 _NORM = re.compile(r"^model\.layers\.(\d+)\.(input_layernorm|post_attention_layernorm)\.weight$")
@@ -60,22 +60,13 @@ def _matrix(node: Any, weights: dict[str, np.ndarray], attrs: dict[str, Any]) ->
     """A projection's weight as Hugging Face's ``Linear`` holds it: ``[out, in]``."""
     if node.op_type == "MatMul":
         return np.ascontiguousarray(weights[node.input[1]].T)
-    if len(node.input) > 3 and node.input[3]:
-        raise SystemExit(f"{node.name}: zero points are not supported")
-    k, n = attrs["K"], attrs["N"]
-    values = unpack(weights[node.input[1]], attrs["bits"]).reshape(n, -1)[:, :k]
-    return dequantize_rows(values, weights[node.input[2]], attrs["block_size"])
+    return nbits_matrix(node, weights, attrs)
 
 
 def _embedding(node: Any, nodes: list[Any], weights: dict[str, np.ndarray], attrs: Any) -> Any:
     if node.op_type == "Gather":
         return weights[node.input[0]]
-    data = node.input[0]  # the int4 table, or a Reshape of the (tied) lm_head's
-    source = next((s for s in nodes if data in s.output), None)
-    packed = weights[source.input[0]] if source is not None else weights[data]
-    rows = packed.shape[0]
-    values = unpack(packed.reshape(rows, -1), attrs["bits"])
-    return dequantize_rows(values, weights[node.input[2]], attrs["block_size"])
+    return quantized_table(node, nodes, weights, attrs)
 
 
 # The builder's Llama graph: the attention mask's subgraph, the embedding, the norms, the
