@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,9 @@ class DraftLength:
     judged: float = PRIOR[1]
     wait: int = 0  # steps before the next probe
     probes: int = 0  # probes missed in a row
+    # best_draft by rows decoding, for the acceptance as it stands (until the next settle):
+    # asked every step of every decoding row, and most steps change neither.
+    _best: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def acceptance(self) -> float:
@@ -83,8 +86,10 @@ class DraftLength:
 
     def wanted(self, rows: int) -> int:
         """Tokens to draft this step with ``rows`` rows decoding (0: none)."""
-        k = best_draft(self.acceptance, share(rows), self.most)
-        if k or rows > 1 or best_draft(self.acceptance, 1.0, self.most):
+        k = self._best.get(rows)
+        if k is None:
+            k = self._best[rows] = best_draft(self.acceptance, share(rows), self.most)
+        if k or rows > 1:
             return k
         if self.wait > 0:  # no draft pays even alone: probe now and then
             self.wait -= 1
@@ -97,6 +102,7 @@ class DraftLength:
         judged = accepted + (1 if accepted < drafted else 0)
         self.hits = FORGET * self.hits + accepted
         self.judged = FORGET * self.judged + judged
+        self._best.clear()
         if accepted:
             self.probes = 0
 
@@ -135,16 +141,19 @@ class Speculation:
         server = Speculative(self.tokens, self.lookup_min, self.lookup_max)
         return params.speculative.over(server) if params.speculative is not None else server
 
-    def drafts(self, rows: Sequence[Any], room: Sequence[int]) -> list[tuple[Any, list[int]]]:
+    def drafts(
+        self, rows: Sequence[Any], room: Callable[[Any], int]
+    ) -> list[tuple[Any, list[int]]]:
         """The rows that draft this step and their drafts. ``rows`` are the sequences with a
-        token to feed (``tokens``, ``next_token``, ``state``, ``job``), ``room[i]`` how many
-        tokens row ``i`` may draft at most (its budget and the context's end)."""
+        token to feed (``tokens``, ``next_token``, ``state``, ``job``), ``room(seq)`` how many
+        tokens a row may draft at most (its budget and the context's end). Asked every step:
+        a row that does not draft costs a lookup."""
         out = []
-        for seq, most in zip(rows, room, strict=True):
-            drafter = self.drafter(seq)
-            if most <= 0 or drafter.length.most <= 0:
+        for seq in rows:
+            drafter = seq.drafter or self.drafter(seq)
+            if drafter.length.most <= 0 or (k := drafter.length.wanted(len(rows))) <= 0:
                 continue
-            k = min(drafter.length.wanted(len(rows)), most)
+            k = min(k, room(seq))
             if k <= 0:
                 continue
             drafter.index.sync(seq.tokens, seq.next_token)

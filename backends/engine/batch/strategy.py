@@ -376,13 +376,13 @@ class BatchStrategy:
         """The decoding rows that draft this step, each with its draft: at most as many tokens
         as it may still emit less one (the token after the draft is emitted too), and as fit
         in its row."""
-        room = [
-            min(
+
+        def room(s: Seq) -> int:
+            return min(
                 s.job.params.max_new_tokens - s.state.generated - 1,
                 self.max_length - len(s.tokens) - 1,
             )
-            for s in decoding
-        ]
+
         return self.speculation.drafts(decoding, room)
 
     def _verify(self, seq: Seq, draft: list[int]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +116,12 @@ class _Grammar:
         return 2
 
 
+def rooms(seqs: list[_Seq], values: list[int]) -> Callable[[_Seq], int]:
+    """Each row's room, by the row."""
+    table = {id(seq): value for seq, value in zip(seqs, values, strict=True)}
+    return lambda seq: table[id(seq)]
+
+
 def copying(seq: _Seq, spec: Speculation) -> _Seq:
     spec.drafter(seq).length = DraftLength(spec.tokens, hits=99.0, judged=100.0)
     return seq
@@ -123,18 +130,18 @@ def copying(seq: _Seq, spec: Speculation) -> _Seq:
 def test_rows_draft_within_their_room_and_only_while_it_pays() -> None:
     spec = Speculation(4)
     seqs = [copying(_Seq([1, 2, 3, 4, 5, 1, 2], 3), spec), copying(_Seq([7, 8, 9, 7], 8), spec)]
-    drafts = spec.drafts(seqs, [9, 1])
+    drafts = spec.drafts(seqs, rooms(seqs, [9, 1]))
     assert [(s.next_token, d) for s, d in drafts] == [(3, [4, 5, 1, 2]), (8, [9])]
-    assert spec.drafts(seqs, [0, 0]) == []  # no room: the budget or the context ends
+    assert spec.drafts(seqs, lambda seq: 0) == []  # no room: the budget or the context ends
     free = [_Seq([1, 2, 3, 1, 2], 3) for _ in range(8)]
     for seq in free:
         spec.drafter(seq).length = DraftLength(4, hits=1.0, judged=2.0)
-    assert len(spec.drafts(free[:1], [9])) == 1  # half taken: it pays alone
-    assert spec.drafts(free, [9] * 8) == []  # not with eight rows decoding
-    assert Speculation(0).drafts([_Seq([1, 2, 3, 1, 2], 3)], [9]) == []  # off
+    assert len(spec.drafts(free[:1], lambda seq: 9)) == 1  # half taken: it pays alone
+    assert spec.drafts(free, lambda seq: 9) == []  # not with eight rows decoding
+    assert Speculation(0).drafts([_Seq([1, 2, 3, 1, 2], 3)], lambda seq: 9) == []  # off
     seqs[0].state.guide = _Grammar()
     seqs[1].drafter.length = DraftLength(4, hits=99.0, judged=100.0)
-    [(_, draft), _] = spec.drafts(seqs, [9, 9])
+    [(_, draft), _] = spec.drafts(seqs, lambda seq: 9)
     assert draft == [4, 5]  # cut where the grammar would refuse
 
 
@@ -157,7 +164,7 @@ def test_a_request_overrides_the_servers_settings() -> None:
     drafter: Drafter = off.drafter(seq)
     assert drafter.length.most == 6 and (drafter.index.lo, drafter.index.hi) == (3, 3)
     assert on.drafter(_Seq([1], 1, job=asking(Speculative(0)))).length.most == 0  # turned off
-    assert on.drafts([_Seq([1, 2, 1], 2, job=asking(Speculative(0)))], [9]) == []
+    assert on.drafts([_Seq([1, 2, 1], 2, job=asking(Speculative(0)))], lambda seq: 9) == []
     asked = off.drafter(_Seq([1], 1, job=asking(Speculative()))).length.most
     assert asked == 8  # asked for, with no bound, on a server with it off
     assert on.drafter(_Seq([1], 1, job=asking(Speculative()))).length.most == 4  # the server's
