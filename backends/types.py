@@ -181,6 +181,21 @@ class PrefixStoreStats:
 
 
 @dataclass(frozen=True)
+class EngineTime:
+    """What a model's owner thread spent in scheduler steps since it loaded: wall-clock
+    seconds, the thread's own CPU seconds (onnxruntime's other intra-op threads are not
+    counted: with one intra-op thread, the thread runs the model itself, so this is all of
+    the model's compute and our Python around it) and steps."""
+
+    busy_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    steps: int = 0
+
+    def after(self, busy: float, cpu: float) -> EngineTime:
+        return EngineTime(self.busy_seconds + busy, self.cpu_seconds + cpu, self.steps + 1)
+
+
+@dataclass(frozen=True)
 class KVUsage:
     """How much of a model's KV cache its running sequences hold, as its strategy counts it
     on the owner thread after each step (docs/deployment.md, "Routing across replicas", says

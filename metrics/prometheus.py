@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from backends.core.handle import FinishedChoice
 from backends.core.service import ServiceStats
 from backends.speech.request import TranscriptionResult
+from metrics.engine_time import EngineTimeCollector
 from metrics.model_server import ModelServerCollector
 
 log = logging.getLogger("genai.requests")
@@ -162,6 +163,7 @@ class ServerMetrics:
         self.reasons: dict[str, set[str]] = {}  # finish reasons counted, per model
         self.prefix_stores = PrefixStoreCollector()
         r.register(self.prefix_stores)
+        r.register(EngineTimeCollector(self.prefix_stores.sources))
         # The gateway's names for the pod (metrics/model_server.py), read off the same models.
         r.register(ModelServerCollector(self.prefix_stores.sources))
 

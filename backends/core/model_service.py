@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
 from backends.config import ServiceConfig
 from backends.errors import InvalidRequest, ModelNotFound, NotReady, Overloaded, ShuttingDown
-from backends.types import KVUsage, PrefixStoreStats
+from backends.types import EngineTime, KVUsage, PrefixStoreStats
 
 if TYPE_CHECKING:
     from backends.core.handle import FinishedChoice, RequestHandle
@@ -85,6 +85,7 @@ class ServiceStats:
     requests: tuple[RequestStats, ...]
     prefix_store: PrefixStoreStats | None = None  # the batch engine's, where it has one
     kv: KVUsage | None = None  # a generator's KV cache (None: another kind, or loading)
+    engine: EngineTime | None = None  # a generator's owner thread (None: another kind)
 
 
 class ModelService(ABC):

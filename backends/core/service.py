@@ -208,6 +208,7 @@ class InferenceService(ModelService):
             requests=requests,
             prefix_store=dataclasses.replace(store) if store.capacity_bytes else None,
             kv=self._scheduler.kv_usage if self.status == "ok" else None,
+            engine=self._scheduler.engine_time if self.status == "ok" else None,
         )
 
     # ---- requests ------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from backends.engine.stops import VisibleText
 from backends.errors import GuidanceError, ShuttingDown
 from backends.models.loader import LoadedModel, load_model
 from backends.types import (
+    EngineTime,
     FinishEvent,
     FinishReason,
     GeneratedToken,
@@ -205,6 +206,8 @@ class Scheduler:
         self.profile: ProfileWindow | None = None  # owner thread only
         # The strategy's KV usage after the last step, for /metrics (set on the owner thread).
         self.kv_usage = KVUsage()
+        # The owner thread's time in steps, for /metrics (replaced on the owner thread).
+        self.engine_time = EngineTime()
         # Called on the owner thread after a step that produced some request's first token.
         self.after_first_tokens: Callable[[], None] | None = None
 
@@ -251,7 +254,10 @@ class Scheduler:
                 active = strategy.active_jobs()
                 if active:
                     fresh = [j for j in active if j.generated == 0]
+                    wall, cpu = time.perf_counter(), time.thread_time()
                     strategy.step()
+                    wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+                    self.engine_time = self.engine_time.after(wall, cpu)
                     if self.after_first_tokens is not None and any(j.generated for j in fresh):
                         self.after_first_tokens()
                     if self.profile is not None:

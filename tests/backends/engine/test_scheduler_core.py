@@ -121,3 +121,18 @@ def test_a_request_no_server_could_take_is_a_400_not_a_429() -> None:
 
     error = run(config(max_concurrency=1, max_queue=2), body)
     assert error.param == "n" and "at most 3" in error.message
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_owner_threads_time_in_steps_is_counted(strategy: str) -> None:
+    async def body(service: InferenceService) -> None:
+        before = service.stats().engine
+        assert before is not None
+        result = await (await service.submit(request("the river", max_tokens=12))).result()
+        after = service.stats().engine
+        assert after is not None
+        assert after.steps - before.steps >= result.usage.completion_tokens > 0
+        spent = after.cpu_seconds - before.cpu_seconds
+        assert 0 < spent <= after.busy_seconds - before.busy_seconds + 0.01
+
+    run(config(scheduler=strategy), body)
