@@ -10,7 +10,11 @@ Arms (``--arm``, or :func:`default_arms`):
   (:mod:`bench.peers.onnx_gguf`, Q4_0 as the int4 model), ``--spec-type`` none, ``ngram-simple``,
   ``ngram-simple`` with ours' lookup (3-token n-grams, 8-token drafts) and ``ngram-mod``, with
   ``--parallel`` slots for the most requests in flight, fed the very token ids our server
-  renders (``/v1/completions`` with the prompt as ids).
+  renders (``/v1/completions`` with the prompt as ids);
+- an arm on another arm's server (``NAME:ARM+JSON``), sent those request fields, e.g.
+  ``off:on+{"speculative": {"num_speculative_tokens": 0}}``: the two differ in nothing but
+  the request, in one process (two servers of the same settings differ by up to 10% on these
+  2 cores). Such a server keeps no KV cache of one arm's prompt for another's (``UNCACHED``).
 
 Workloads (:mod:`bench.benchmarks.spec_workloads`): ``edit``, ``diff``, ``free``, ``copy``;
 conditions greedy and ``seeded`` (temperature 0.7, seed 1, no other cut); levels: requests in
@@ -23,9 +27,11 @@ prompts; answers end where the model ends them (at most
 ``--max-tokens``). Reported per arm, as the median over rounds: decode tokens/s per request
 (its tokens after the first ÷ the time after its first), time per answer (end to end), their
 ratios to the first arm (per round, then the median, with the rounds' range and, from 6
-rounds, the median's 95% confidence interval), the drafted
-tokens' acceptance and the mean accepted length (1 + accepted ÷ verify runs: tokens per
-verify run), read off each server's /metrics, and the mean copied fraction of the answers.
+rounds, the median's 95% confidence interval), the server's CPU time per token (the
+process), the engine's (its owner thread's, ``genai_engine_cpu_seconds_total``: with
+``--threads 1``, the model's whole work), the drafted tokens' acceptance and the mean
+accepted length (1 + accepted ÷ verify runs: tokens per verify run), read off each server's
+/metrics, and the mean copied fraction of the answers.
 """
 
 from __future__ import annotations
@@ -58,6 +64,11 @@ OURS_COUNTERS = (
     "genai_speculative_accepted_tokens_total",
     "genai_speculative_verify_runs_total",
 )
+# A server that several arms share keeps no prompt's KV cache for another arm's same prompt.
+UNCACHED = {"GENAI_CACHE_SEQUENCES": "0", "GENAI_PREFIX_SHARE_MIN": "0"}
+# /metrics series: our owner thread's CPU seconds in steps (the model's work with one
+# intra-op thread).
+ENGINE_CPU = "genai_engine_cpu_seconds_total"
 LLAMA_COUNTERS = (
     "llamacpp:spec_decode_num_draft_tokens_total",
     "llamacpp:spec_decode_num_accepted_tokens_total",
@@ -67,16 +78,24 @@ LLAMA_COUNTERS = (
 
 @dataclass
 class Arm:
-    """One server: ours with ``env`` (server settings), or llama-server with ``args``;
-    ``levels``: the requests in flight it runs (None: every level)."""
+    """One server: ours with ``env`` (server settings), or llama-server with ``args``; or,
+    with ``via``, the server of the arm so named, sent ``body`` in every request (its fields
+    over the condition's); ``levels``: the requests in flight it runs (None: every level)."""
 
     name: str
     env: dict[str, str] = field(default_factory=dict)
     llama_args: list[str] | None = None
     levels: tuple[int, ...] | None = None
+    via: str | None = None
+    body: dict[str, Any] = field(default_factory=dict)
 
     def runs(self, level: int) -> bool:
         return self.levels is None or level in self.levels
+
+    @property
+    def server(self) -> str:
+        """The name of the arm whose server it runs on."""
+        return self.via or self.name
 
 
 def default_arms(llama: bool) -> list[Arm]:
@@ -102,11 +121,22 @@ def default_arms(llama: bool) -> list[Arm]:
 
 
 def parse_arm(text: str) -> Arm:
-    """``NAME:A=1,B=2`` (ours, server settings), ``NAME:llama:ARGS`` (llama-server's args),
-    either with ``@1,2`` at the end for the levels it runs."""
-    text, _, at = text.partition("@")
+    """``NAME:A=1,B=2`` (ours, server settings), ``NAME:llama:ARGS`` (llama-server's args) or
+    ``NAME:ARM+JSON`` (arm ARM's server, these request fields), each with ``@1,2`` at the end
+    for the levels it runs."""
+    head, _, at = text.rpartition("@")
+    if re.fullmatch(r"[0-9,]+", at):
+        text = head
+    else:
+        at = ""
     name, _, rest = text.partition(":")
     levels = tuple(int(x) for x in at.split(",")) if at else None
+    via, plus, body = rest.partition("+")
+    if plus and "=" not in via and not via.startswith("llama"):
+        fields = json.loads(body)
+        if not isinstance(fields, dict):
+            raise ValueError(f"arm {name!r}: request fields must be a JSON object")
+        return Arm(name, levels=levels, via=via, body=fields)
     if rest.startswith("llama"):
         return Arm(name, llama_args=rest.removeprefix("llama").strip(":").split(), levels=levels)
     env = dict(item.split("=", 1) for item in rest.split(",") if item)
@@ -116,11 +146,14 @@ def parse_arm(text: str) -> Arm:
 def counters(text: str, names: tuple[str, ...]) -> tuple[int, int, int]:
     """Drafted tokens, accepted tokens and verify runs in a /metrics text (summed over
     labels; 0 where a series is absent)."""
-    found = []
-    for name in names:
-        pattern = re.compile(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? ([0-9.e+-]+)$", re.M)
-        found.append(int(sum(float(v) for v in pattern.findall(text))))
-    return found[0], found[1], found[2]
+    drafted, accepted, runs = (int(series(text, name)) for name in names)
+    return drafted, accepted, runs
+
+
+def series(text: str, name: str) -> float:
+    """A /metrics text's series ``name``, summed over labels (0 where it is absent)."""
+    pattern = re.compile(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? ([0-9.e+-]+)$", re.M)
+    return sum(float(v) for v in pattern.findall(text))
 
 
 def decode_rate(r: RequestResult) -> float | None:
@@ -152,11 +185,16 @@ def run_spec(
     from bench.harness.server import ServerProcess, start_all
 
     folder = model or DEMO
+    _check_vias(arms, together)
 
     servers: dict[str, Any] = {}
     for arm in arms:
+        if arm.via is not None:
+            continue
         if arm.llama_args is None:
             env = {"GENAI_MODEL_DIR": str(folder), "GENAI_SCHEDULER": "batch"} | arm.env
+            if any(a.via == arm.name for a in arms):  # the arms' prompts are the same
+                env = UNCACHED | env
             if threads:
                 env["GENAI_INTRA_OP_THREADS"] = str(threads)
             servers[arm.name] = ServerProcess(arm.name, env, log_level="info")
@@ -173,12 +211,12 @@ def run_spec(
         rng, seed = random.Random(0), 70_000
         for condition in conditions:  # warm every server up
             for arm in arms:
-                warm = _level(servers[arm.name], arm, condition, [ask("copy", 1)], render, 1, 8)
+                warm = _level(servers[arm.server], arm, condition, [ask("copy", 1)], render, 1, 8)
                 asyncio.run(warm)
 
         async def level_of(arms_now: list[Arm], condition: str, asks: Any, level: int) -> Any:
             runs = [
-                _level(servers[a.name], a, condition, asks, render, level, max_tokens)
+                _level(servers[a.server], a, condition, asks, render, level, max_tokens)
                 for a in arms_now
             ]
             if together:  # every arm at once: they see the same load from outside
@@ -212,6 +250,17 @@ def run_spec(
 
 def _arm(arms: list[Arm], name: str) -> Arm:
     return next(a for a in arms if a.name == name)
+
+
+def _check_vias(arms: list[Arm], together: bool) -> None:
+    """An arm on another's server names one of ours, and takes its turn: run at the same
+    time, the two would share one engine and one set of counters."""
+    own = {a.name for a in arms if a.via is None and a.llama_args is None}
+    for arm in arms:
+        if arm.via is not None and arm.via not in own:
+            raise ValueError(f"arm {arm.name!r} runs on {arm.via!r}, which is not our server's arm")
+        if arm.via is not None and together:
+            raise ValueError(f"arm {arm.name!r} shares a server: it cannot run --together")
 
 
 def _llama(arm: Arm, binary: Path | None, slots: int, threads: int | None, folder: Path) -> Any:
@@ -264,7 +313,7 @@ async def _level(
     from bench.harness.server import cpu_seconds
 
     llama = arm.llama_args is not None
-    sampling = CONDITIONS[condition] | (LLAMA_SAMPLING if llama else {})
+    sampling = CONDITIONS[condition] | (LLAMA_SAMPLING if llama else {}) | arm.body
     client = make_client(server.url, protocol="completions" if llama else "openai", extra=sampling)
     names = LLAMA_COUNTERS if llama else OURS_COUNTERS
     async with httpx.AsyncClient(timeout=600) as http:
@@ -277,7 +326,8 @@ async def _level(
                 )
                 ids = r.json()["token_ids"]
             specs.append(RequestSpec(messages, max_tokens, prompt_ids=ids))
-        before = counters((await http.get(server.url + "/metrics")).text, names)
+        page = (await http.get(server.url + "/metrics")).text
+        before, engine = counters(page, names), series(page, ENGINE_CPU)
         load, cpu = os.getloadavg()[0], cpu_seconds(server.proc.pid)
         queue = list(specs)
         results: list[tuple[RequestSpec, RequestResult]] = []
@@ -288,8 +338,9 @@ async def _level(
                 results.append((spec, await client.request(http, spec, stream=True)))
 
         await asyncio.gather(*(worker() for _ in range(level)))
-        after = counters((await http.get(server.url + "/metrics")).text, names)
         cpu = cpu_seconds(server.proc.pid) - cpu
+        page = (await http.get(server.url + "/metrics")).text
+        after, engine = counters(page, names), series(page, ENGINE_CPU) - engine
     ok = [(s, r) for s, r in results if r.ok]
     if len(ok) < len(results):
         errors = {r.error for _, r in results if not r.ok}
@@ -301,6 +352,7 @@ async def _level(
         "copied": [copied_fraction(_text(s.messages), r.text) for s, r in ok],
         "speculation": [a - b for a, b in zip(after, before, strict=True)],
         "cpu_per_token": cpu / max(1, sum(r.output_tokens for _, r in ok)),
+        "engine_cpu_per_token": engine / max(1, sum(r.output_tokens for _, r in ok)),
         "load": load,
     }  # fmt: skip
 
@@ -320,7 +372,7 @@ def _equality(
         asks = [ask(WORKLOADS[i % len(WORKLOADS)], 90_000 + i) for i in range(n)]
         texts = []
         for arm in (first, second):
-            got = asyncio.run(_answers(servers[arm.name], arm, condition, asks, render, max_tokens))
+            got = asyncio.run(_answers(servers[arm.server], condition, asks, max_tokens, arm.body))
             texts.append(got)
         same = sum(a == b for a, b in zip(*texts, strict=True))
         found.append(f"{condition} {same} of {n} ({first.name} vs {second.name})")
@@ -328,11 +380,11 @@ def _equality(
 
 
 async def _answers(
-    server: Any, arm: Arm, condition: str, asks: list[Any], render: str, max_tokens: int
+    server: Any, condition: str, asks: list[Any], max_tokens: int, body: dict[str, Any]
 ) -> list[str]:
     import httpx
 
-    client = make_client(server.url, protocol="openai", extra=CONDITIONS[condition])
+    client = make_client(server.url, protocol="openai", extra=CONDITIONS[condition] | body)
     async with httpx.AsyncClient(timeout=600) as http:
         return [
             (await client.request(http, RequestSpec(m, max_tokens), stream=False)).text
@@ -352,8 +404,9 @@ def render_table(
     lines = [
         "| workload | sampling | in flight | arm | decode tok/s per request | ÷ first (range) | "
         "time per answer | ÷ first (range) | server CPU ms per token | ÷ first (range) | "
+        "engine CPU ms per token | ÷ first (range) | "
         "accepted / drafted | mean accepted length | copied fraction | tokens per answer |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for workload in workloads:
         for condition in conditions:
@@ -376,17 +429,18 @@ def _row(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> list[str]:
     pairs = list(zip(runs, base, strict=False))
 
     def measure(key: str) -> tuple[float, list[float]]:
-        own = [med(r[key]) if isinstance(r[key], list) else r[key] for r in runs if r[key]]
+        own = [med(r[key]) if isinstance(r[key], list) else r[key] for r in runs if r.get(key)]
         ratios = [
             (med(a[key]) / med(b[key])) if isinstance(a[key], list) else a[key] / b[key]
             for a, b in pairs
-            if a[key] and b[key]
+            if a.get(key) and b.get(key)
         ]
         return (med(own) if own else float("nan")), ratios
 
     rate, rate_x = measure("decode")
     e2e, e2e_x = measure("e2e")
     cpu, cpu_x = measure("cpu_per_token")
+    engine, engine_x = measure("engine_cpu_per_token")
     drafted, accepted, verify = (sum(r["speculation"][i] for r in runs) for i in range(3))
     copied = statistics.mean(c for r in runs for c in r["copied"])
     tokens = statistics.mean(t for r in runs for t in r["tokens"])
@@ -397,6 +451,8 @@ def _row(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> list[str]:
         _ratio(e2e_x),
         f"{cpu * 1e3:.2f}",
         _ratio(cpu_x),
+        f"{engine * 1e3:.3f}" if engine == engine else "—",
+        _ratio(engine_x),
         f"{accepted / drafted:.2f} ({accepted}/{drafted})" if drafted else "—",
         f"{1 + accepted / verify:.2f}" if verify else "—",
         f"{copied:.2f}",

@@ -11,6 +11,7 @@ import pytest
 from bench.benchmarks.spec import (
     LLAMA_COUNTERS,
     OURS_COUNTERS,
+    _check_vias,
     counters,
     median_interval,
     parse_arm,
@@ -78,6 +79,22 @@ def test_arms_from_the_command_line() -> None:
     llama = parse_arm("simple:llama:--spec-type ngram-simple@1,2")
     assert llama.llama_args == ["--spec-type", "ngram-simple"]
     assert llama.runs(2) and not llama.runs(4)
+    off = parse_arm('off:on+{"speculative": {"num_speculative_tokens": 0}}@1,4')
+    assert (off.via, off.server, off.env) == ("on", "on", {})
+    assert off.body == {"speculative": {"num_speculative_tokens": 0}}
+    assert off.runs(4) and not off.runs(8) and ours.server == "on k=16"
+    with pytest.raises(ValueError, match="JSON object"):
+        parse_arm("off:on+[1]")
+
+
+def test_an_arm_on_another_arms_server_names_ours_and_takes_its_turn() -> None:
+    on, llama = parse_arm("on:GENAI_SPECULATIVE_TOKENS=8"), parse_arm("l:llama:")
+    off = parse_arm('off:on+{"speculative": {"num_speculative_tokens": 0}}')
+    _check_vias([off, on], together=False)
+    with pytest.raises(ValueError, match="cannot run --together"):
+        _check_vias([off, on], together=True)
+    with pytest.raises(ValueError, match="not our server's arm"):
+        _check_vias([parse_arm('x:l+{"a": 1}'), llama], together=False)
 
 
 def sample(decode: list[float], e2e: list[float], cpu: float, spec: list[int]) -> dict[str, Any]:
@@ -85,6 +102,7 @@ def sample(decode: list[float], e2e: list[float], cpu: float, spec: list[int]) -
         "decode": decode,
         "e2e": e2e,
         "cpu_per_token": cpu,
+        "engine_cpu_per_token": cpu / 4,
         "tokens": [20] * len(e2e),
         "copied": [0.5] * len(e2e),
         "speculation": spec,
@@ -108,8 +126,9 @@ def test_the_table_gives_per_round_ratios_their_range_and_the_counts() -> None:
     cells = [c.strip() for c in on.strip("|").split("|")]
     assert cells[5] == "1.25 (1.00–1.50)"  # decode: 150/100 and 200/200
     assert cells[7] == "0.90 (0.80–1.00)"  # time per answer: 0.4/0.5 and 0.4/0.4
-    assert cells[10] == "0.75 (45/60)" and cells[11] == "4.00"  # 1 + 45 / 15 verify runs
-    assert cells[12] == "0.50" and cells[13] == "20"
+    assert cells[10] == "0.362" and cells[11] == "0.95 (0.90–1.00)"  # the engine's CPU, ms
+    assert cells[12] == "0.75 (45/60)" and cells[13] == "4.00"  # 1 + 45 / 15 verify runs
+    assert cells[14] == "0.50" and cells[15] == "20"
     assert "— | — |" in off and "load average (1 min) while it ran: 7.0 to 7.0" in table
 
 
