@@ -30,7 +30,7 @@ ModelKind = Literal["auto", "generator", "embedding", "reranker"]
 Pooling = Literal["mean", "cls", "last"]
 # n-gram speculation when GENAI_SPECULATIVE_TOKENS is not set: the batch engine's own
 # (docs/speculation.md, "The default"); og's n-gram on the generator only when asked for.
-SPECULATIVE_TOKENS_BY_SCHEDULER = {"batch": 0, "generator": 0, "engine": 0}
+SPECULATIVE_TOKENS_BY_SCHEDULER = {"batch": 8, "generator": 0, "engine": 0}
 # Where the sampling a request leaves out comes from: the model's folder, or each door's own
 # documented default.
 SamplingDefaultsName = Literal["model", "api"]

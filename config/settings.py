@@ -191,8 +191,8 @@ class ModelSettings(BaseSettings):
         "n-gram (prompt-lookup) speculation: at most this many tokens a sequence drafts from "
         "its own prompt and output for the model to verify in one run (batch: while few "
         "sequences decode; generator: onnxruntime-genai's own n-gram, at most 16); 0 turns it "
-        "off; unset: the scheduler's default (docs/speculation.md). A request may override it "
-        "(its `speculative` object).",
+        "off; unset: the scheduler's default (batch 8, generator 0: docs/speculation.md). A "
+        "request may override it (its `speculative` object).",
     )
     prompt_lookup_min: LookupLength = _model_setting(
         "GENAI_PROMPT_LOOKUP_MIN",

@@ -66,7 +66,8 @@ def strategy_factory(
         if name == "engine" and (why := last_logits.engine_refusal(model.folder)):
             raise StartupError(why)
         own = {s: config.speculative(s) for s in ("batch", "generator")}
-        speculative = last_logits.server_speculation(model.folder, own)
+        asked = config.speculative_tokens is not None
+        speculative = last_logits.server_speculation(model.folder, own, asked=asked)
         if name == "batch":
             from backends.engine.batch.build import create_batch
             from backends.engine.batch.decoder import UnsupportedModel

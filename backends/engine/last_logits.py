@@ -34,12 +34,16 @@ WHY = (
 REBUILD = "export it again with --all-logits"
 
 
-def server_speculation(folder: ModelFolder, own: dict[str, Speculative]) -> dict[str, Speculative]:
+def server_speculation(
+    folder: ModelFolder, own: dict[str, Speculative], *, asked: bool = True
+) -> dict[str, Speculative]:
     """The server's speculation settings by scheduler, for this model: all off where it
-    cannot verify drafts, said once in the log if one was on."""
+    cannot verify drafts, said once in the log if one was on (a warning if the operator
+    ``asked`` for it, GENAI_SPECULATIVE_TOKENS; a note where it was the default)."""
     if not (folder.last_logits_only and any(s.on for s in own.values())):
         return own
-    log.warning(
+    log.log(
+        logging.WARNING if asked else logging.INFO,
         "n-gram speculation is off (GENAI_SPECULATIVE_TOKENS=%d): %s, and verifying drafted "
         "tokens needs every position's; to speculate, %s.",
         max(s.tokens or 0 for s in own.values()),

@@ -39,6 +39,8 @@ def test_the_servers_speculation_is_turned_off_once_in_the_log(
     none = {"batch": Speculative(0, 2, 4), "generator": Speculative(0, 2, 4)}
     assert last_logits.server_speculation(PRUNED, none) == none  # type: ignore[arg-type]
     assert len(caplog.records) == 1  # nothing said where nothing was on
+    last_logits.server_speculation(PRUNED, own, asked=False)  # type: ignore[arg-type]
+    assert len(caplog.records) == 1  # the default on: a note, not a warning
 
 
 @pytest.mark.parametrize(
