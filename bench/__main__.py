@@ -129,9 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         "--arm",
         action="append",
         default=[],
-        help="NAME:A=1[,B=2] our server's settings, or NAME:llama:ARGS llama-server's, with "
-        "@1,2 for the levels it runs (default: off, on, og's n-gram at 1, llama-server's "
-        "with --llama-server); the first is the baseline",
+        help="NAME:A=1[,B=2] our server's settings, NAME:llama:ARGS llama-server's, or "
+        "NAME:ARM+JSON arm ARM's server with these request fields, with @1,2 for the levels "
+        "it runs (default: off, on, og's n-gram at 1, llama-server's with --llama-server); "
+        "the first is the baseline",
     )
     sp.add_argument(
         "--threads", type=int, help="intra-op threads of every server (default: every CPU)"
