@@ -16,7 +16,13 @@ from config.settings import DEMO_MODEL_DIR
 
 STRATEGIES = ["generator", "engine", "batch"]
 FULL = ["generator", "batch"]  # the strategies with the whole sampling surface
-MODEL_FIELDS = ("scheduler", "cache_sequences", "prefill_chunk", "prefix_share_min")
+MODEL_FIELDS = (
+    "scheduler",
+    "cache_sequences",
+    "prefill_chunk",
+    "prefix_share_min",
+    "speculative_tokens",
+)
 EOS = 2  # the demo model's eos_token_id
 
 
