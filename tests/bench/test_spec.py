@@ -13,10 +13,9 @@ from bench.benchmarks.spec import (
     OURS_COUNTERS,
     _check_vias,
     counters,
-    median_interval,
     parse_arm,
-    render_table,
 )
+from bench.benchmarks.spec_table import median_interval, render_table
 from bench.benchmarks.spec_workloads import WORKLOADS, ask, copied_fraction, source_file
 
 pytestmark = pytest.mark.unit
