@@ -20,6 +20,7 @@ from backends.core.service import InferenceService
 from backends.engine.profiling import ProfileWindow
 from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.backends.engine.helpers import request, run, text, user
+from tests.backends.engine.oracle_margins import GreedyOracle, answer_ids, assert_near_tie
 
 pytestmark = pytest.mark.model
 
@@ -65,19 +66,21 @@ def test_ragged_rows_arriving_at_different_times_equal_the_oracle(oracle) -> Non
         if len(rows) == 8:
             break
     assert len(rows) == 8, "too few different answers to tell rows apart"
-    expected = list(rows)
     prompts, lengths = [p for p, _ in rows.values()], [n for _, n in rows.values()]
 
-    async def body(service: InferenceService) -> list[str]:
+    async def body(service: InferenceService) -> list[list[int]]:
         runs = [
             greedy(service, p, n, delay=0.002 * i)
             for i, (p, n) in enumerate(zip(prompts, lengths, strict=True))
         ]
-        return [text(r) for r in await asyncio.gather(*runs)]
+        return [answer_ids(r.choices[0]) for r in await asyncio.gather(*runs)]
 
     # Chunks of 16: most prompts are prefilled in several pieces, between decode steps.
     got = run(batch_config(prefill_chunk=16, cache_sequences=0), body)
-    assert got == expected
+    # The demo model is int4: equal to og up to near-ties (a multi-token run rounds otherwise).
+    margins = GreedyOracle(DEMO_MODEL_DIR)
+    for row, (ids, p, n) in enumerate(zip(got, prompts, lengths, strict=True)):
+        assert_near_tie(ids, margins.follow(p, n), margins.tolerance, label=f"row {row}")
 
 
 def test_a_seeded_request_is_independent_of_its_company() -> None:
