@@ -52,6 +52,8 @@ PrefixStoreMib = Annotated[float, Ge(0), Le(MAX_KV_CACHE_MIB)]
 SpeculativeTokens = Annotated[int, Ge(0), Le(SPECULATIVE_TOKENS_MAX)]
 LookupLength = Annotated[int, Ge(1), Le(PROMPT_LOOKUP_LIMIT)]
 Milliseconds = Annotated[float, Ge(0)]
+# Testing: the largest shift of a gap between two logits (batch: LogitNoise in its decoder).
+LogitNoise = Annotated[float, Ge(0), Le(100)]
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,9 @@ class ModelConfig:
     speculative_tokens: SpeculativeTokens | None = None
     prompt_lookup_min: LookupLength = PROMPT_LOOKUP_MIN
     prompt_lookup_max: LookupLength = PROMPT_LOOKUP_MAX
+    # testing, batch: every logit moves by a seeded draw of up to half this (0: off), as another
+    # CPU kind's kernels move them (tests/test_agent_clis.py runs under it)
+    logit_noise: LogitNoise = 0.0
     tool_parser: ToolParserName = "auto"  # "auto": read off the chat template
     reasoning_parser: ReasoningParserName = "auto"  # likewise
     adapters: Mapping[str, Path] = field(default_factory=dict)  # LoRA: served name -> file

@@ -31,6 +31,7 @@ from backends.config import (
     Count,
     Device,
     KvCacheMib,
+    LogitNoise,
     LookupLength,
     ModelConfig,
     Name,
@@ -206,6 +207,14 @@ class ModelSettings(BaseSettings):
         "n-gram speculation: the longest n-gram looked up, tried first (vLLM's "
         "prompt_lookup_max; the generator's onnxruntime-genai n-gram matches this length "
         "only).",
+    )
+    logit_noise: LogitNoise = _model_setting(
+        "GENAI_LOGIT_NOISE",
+        "logit_noise",
+        "Testing, batch scheduler: every logit of every model run moves by a seeded uniform "
+        "draw of at most half this, so the gap between two tokens moves by up to this, as "
+        "another CPU kind's kernels move it (about 1.2 between int4 kernels: "
+        "docs/development.md); 0 turns it off.",
     )
     prefix_store_mib: PrefixStoreMib = _model_setting(
         "GENAI_PREFIX_STORE_MIB",

@@ -88,6 +88,7 @@ def strategy_factory(
                     store_stats=store_stats,
                     kv_events=kv_events,
                     speculation=Speculation(*astuple(speculative["batch"])),
+                    logit_noise=config.logit_noise,
                 )
                 # Beam search and adapters, which batch cannot do, go to a generator.
                 return WithFallback(batch, lambda: generator(model, speculative["generator"]))

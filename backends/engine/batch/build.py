@@ -36,6 +36,7 @@ def create_batch(
     store_stats: PrefixStoreStats | None = None,
     kv_events: KVEventSink | None = None,
     speculation: Speculation | None = None,
+    logit_noise: float = 0.0,
 ) -> BatchStrategy:
     """The strategy for ``model``, or :class:`UnsupportedModel` saying why not;
     ``kv_events``: where it tells the blocks its KV cache holds (with sharing on: only
@@ -82,7 +83,7 @@ def create_batch(
         store = PrefixStore(size, spec.bytes_per_token, stats=store_stats, listener=ledger)
     return BatchStrategy(
         model,
-        Decoder(spec, session, ort),
+        Decoder(spec, session, ort, noise=logit_noise),
         kv,
         prefill_chunk=prefill_chunk,
         step_tokens=step_tokens,
@@ -91,7 +92,7 @@ def create_batch(
         make_session=make_session,
         store=store,
         share_min=share_min,
-        overlap_decoder=None if half is None else Decoder(spec, half, ort),
+        overlap_decoder=None if half is None else Decoder(spec, half, ort, noise=logit_noise),
         ledger=ledger,
         speculation=speculation,
     )

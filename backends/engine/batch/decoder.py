@@ -23,6 +23,7 @@ log = logging.getLogger("genai.batch")
 
 Int64s = npt.NDArray[np.int64]
 
+NOISE_SEED = 48  # GENAI_LOGIT_NOISE: the same draws in every run
 # onnxruntime's element types for the KV cache.
 _DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
@@ -137,13 +138,19 @@ class Decoder:
     """Runs the decoder on rows ``[lo, hi)`` of a slot KV cache, bound in place.
 
     The cache rows are bound once per row range (an IOBinding each, kept): a step rebinds only
-    its inputs and the logits."""
+    its inputs and the logits.
 
-    def __init__(self, spec: DecoderSpec, session: Any, ort: Any) -> None:
+    ``noise`` (testing: ``GENAI_LOGIT_NOISE``) moves every logit a run returns by a uniform
+    draw in ``[-noise/2, noise/2]`` from a generator seeded once, so the gap between two tokens
+    moves by up to ``noise``: what another CPU kind's kernels do to a near-tie, on this one."""
+
+    def __init__(self, spec: DecoderSpec, session: Any, ort: Any, noise: float = 0.0) -> None:
         self.spec = spec
         self._session = session
         self._ort = ort
         self._bindings: dict[tuple[int, int], Any] = {}
+        self._noise = noise
+        self._rng = np.random.default_rng(NOISE_SEED)
 
     @property
     def session(self) -> Any:
@@ -194,4 +201,7 @@ class Decoder:
         binding.bind_output(spec.logits)
         self._session.run_with_iobinding(binding)
         logits: npt.NDArray[np.float32] = binding.get_outputs()[0].numpy()
+        if self._noise:
+            half = self._noise / 2
+            logits = logits + self._rng.uniform(-half, half, logits.shape).astype(np.float32)
         return logits
