@@ -9,11 +9,11 @@ schema even from a small model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backends.chat.parsers import ToolParser, tool_specs
+from backends.chat.parsers import ToolParser, ToolSpec, tool_specs
 from backends.errors import InvalidRequest
 from backends.types import CallGrammar
 
@@ -34,10 +34,13 @@ def plan_tools(
     *,
     parallel: bool,
     guided_by: str | None = None,
+    held: Callable[[ToolSpec], ToolSpec] | None = None,
 ) -> ToolPlan:
     """How ``tool_choice`` is honoured for ``tools`` in this model's call format. Refuses what
     cannot be: a forced call without tools, tools the model cannot call, an unknown name, a
-    forced call together with the request's own guidance (``guided_by`` names its field)."""
+    forced call together with the request's own guidance (``guided_by`` names its field).
+    ``held`` is each tool as the lazy grammar of ``auto`` holds its calls (the core's
+    :func:`backends.core.grammar_check.held_tool`: a schema llguidance refuses relaxed)."""
     if not tools:
         if choice not in ("auto", "none"):
             raise InvalidRequest(
@@ -59,6 +62,8 @@ def plan_tools(
     if choice == "auto":
         if guided_by is not None:  # the request's own grammar holds the whole output
             return ToolPlan(offered=True)
+        if held is not None:
+            specs = [held(s) for s in specs]
         try:
             return ToolPlan(
                 offered=True, call_grammar=parser.lazy_call_grammar(specs, parallel=parallel)

@@ -1,12 +1,19 @@
 """A request's grammar, checked before anything is queued: compiled with llguidance, and fed the
-tokens it forces from the start, so a schema the engine cannot use is a 400 naming the field."""
+tokens it forces from the start, so a schema the engine cannot use is a 400 naming the field.
+The lazy tool-call grammar of ``tool_choice="auto"`` is the server's own help, not the client's
+demand: a tool whose schema llguidance refuses is relaxed, and a grammar it still refuses is
+left out."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import logging
-from typing import Any
+from typing import Any, Literal
 
+from backends.chat.parsers import ToolSpec
+from backends.chat.parsers.grammar import arguments_schema
 from backends.core.request import GenerationRequest
 from backends.engine.batch.guidance import first_line
 from backends.errors import Field, InvalidRequest
@@ -85,3 +92,59 @@ def usable_grammar(text: str) -> bool:
     if problem:
         log.info("tool-call grammar left out: %s", first_line(problem))
     return not problem
+
+
+def held_tool(tool: ToolSpec) -> ToolSpec:
+    """``tool`` as the lazy tool-call grammar holds its calls: as given where llguidance
+    compiles its arguments' schema; else without the keywords llguidance does not implement
+    (llguidance's ``lenient``: zod's records carry ``propertyNames``); else with any JSON
+    object for arguments. One such tool would otherwise leave every call free, and a small
+    model then calls tools that are not offered. What is relaxed is logged, once per schema."""
+    try:
+        schema = arguments_schema(tool)
+    except ValueError:  # no object: plan_tools leaves the calls free
+        return tool
+    hold = _arguments_hold(tool.name, json.dumps(schema, ensure_ascii=False))
+    if hold == "lenient":
+        return dataclasses.replace(tool, parameters=_lenient(schema))
+    if hold == "any_object":
+        return dataclasses.replace(tool, parameters={"type": "object"})
+    return tool
+
+
+def _lenient(schema: dict[str, Any]) -> dict[str, Any]:
+    style = schema.get("x-guidance")
+    return {**schema, "x-guidance": {**(style if isinstance(style, dict) else {}), "lenient": True}}
+
+
+@functools.lru_cache(maxsize=256)
+def _arguments_hold(name: str, schema: str) -> Literal["as_given", "lenient", "any_object"]:
+    import llguidance
+
+    if not _grammar_problem("lark_grammar", _arguments_grammar(schema)):
+        return "as_given"
+    lenient = _arguments_grammar(json.dumps(_lenient(json.loads(schema)), ensure_ascii=False))
+    try:
+        grammar = llguidance.grammar_from("lark", lenient)
+        refused, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+    except ValueError as exc:
+        refused, messages = True, [str(exc)]
+    if not refused:
+        log.info(
+            "tool %r: its calls are held without what llguidance does not implement in its "
+            "arguments' schema (%s)",
+            name,
+            "; ".join(first_line(m) for m in messages),
+        )
+        return "lenient"
+    log.info(
+        "tool %r: its arguments are held to any JSON object, as llguidance cannot use their "
+        "schema: %s",
+        name,
+        first_line(messages[0] if messages else ""),
+    )
+    return "any_object"
+
+
+def _arguments_grammar(schema: str) -> str:
+    return f"start: arguments\narguments: %json {schema}\n"

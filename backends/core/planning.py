@@ -15,7 +15,7 @@ from backends.chat.formats import ChatFormat
 from backends.chat.prompts import prompt_chars
 from backends.chat.tools import plan_tools
 from backends.config import Limits
-from backends.core.grammar_check import usable_grammar
+from backends.core.grammar_check import held_tool, usable_grammar
 from backends.core.handle import RequestHandle
 from backends.core.request import GenerationRequest
 from backends.engine.scheduler import WINDOW_BEAMS, Job, Refusal, Strategy
@@ -249,6 +249,7 @@ def apply_tools(request: GenerationRequest, chat_format: ChatFormat) -> Generati
         request.tool_choice,
         parallel=request.parallel_tool_calls,
         guided_by=Field(request.guidance_field) if guided else None,
+        held=held_tool,
     )
     if chat is not None and chat.tools and not plan.offered:
         request = dataclasses.replace(request, prompt=dataclasses.replace(chat, tools=None))
