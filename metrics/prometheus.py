@@ -56,8 +56,9 @@ class ServerMetrics:
         )
         self.grammar_failures = Counter(
             "genai_grammar_failures",
-            "Grammars (JSON schemas, regexes, forced tool calls) that failed: refused before "
-            "generating, or failed while generating",
+            "Grammars (JSON schemas, regexes, tool calls) that failed: refused before "
+            "generating (refused), failed while generating (generation), or held a tool call "
+            "the output ended inside (cut)",
             ["model", "stage"],
             registry=r,
         )
@@ -210,7 +211,7 @@ class ServerMetrics:
                     media.remove(name, modality)
         for reason in self.reasons.pop(name, set()):
             self.finished.remove(name, reason)
-        for stage in ("refused", "generation"):
+        for stage in ("refused", "generation", "cut"):
             with contextlib.suppress(KeyError):
                 self.grammar_failures.remove(name, stage)
 
@@ -286,6 +287,9 @@ class ModelMetrics:
 
     def on_grammar_refused(self) -> None:
         self.m.grammar_failures.labels(self.model, "refused").inc()
+
+    def on_failed_calls(self, count: int) -> None:
+        self.m.grammar_failures.labels(self.model, "cut").inc(count)
 
     def _speculated(self, drafted: int, accepted: int) -> None:
         m, model = self.m, self.model

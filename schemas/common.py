@@ -285,6 +285,24 @@ class TimingMetrics(BaseModel):
     model: str
 
 
+class FailedToolCall(BaseModel):
+    """A tool call the model opened under a tool-call grammar that did not come out whole:
+    the output ended inside it (the token limit, a stop string). It is no call, and its text
+    is not in the answer either."""
+
+    name: str | None = Field(
+        None, description="The tool it names; null (Ollama: left out) if it was not written."
+    )
+    reason: str = Field(description="Why it failed, in a few words.")
+
+
+FAILED_CALLS_DESCRIPTION = (
+    "Extension, only when the output ended inside a tool call a grammar held (tools with "
+    "`auto` on a format with a call marker, or a forced call): that call, which is neither "
+    "a tool call nor text of the answer."
+)
+
+
 def only_with_stream(value: Any, info: ValidationInfo) -> Any:
     """Validator of a field allowed only with ``stream: true`` (declared after ``stream``)."""
     if value is not None and not info.data.get("stream"):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from backends.chat.formats import ChatFormat
 from backends.chat.output import CallDelta, ChatOutput, OutputDelta, ToolCallResult
+from backends.chat.parsers import CUT, FailedCall
 from backends.core.request import GenerationRequest
 from backends.core.timing import RequestMetrics, RequestTimer
 from backends.errors import (
@@ -54,7 +55,9 @@ class ChoiceDelta:
     each choice's last delta its ``finish_reason``.
 
     With a chat format (tools offered, or thinking reported apart), ``text`` is the answer
-    only, ``reasoning`` the model's thinking and ``calls`` its tool calls as they are read."""
+    only, ``reasoning`` the model's thinking and ``calls`` its tool calls as they are read;
+    the last delta's ``failed_calls`` are the calls a grammar held that the output ended
+    inside (their text is in none of the others)."""
 
     index: int  # prompt index × n + i
     text: str
@@ -65,6 +68,7 @@ class ChoiceDelta:
     last: bool = False  # the request's last delta: every choice has finished
     reasoning: str = ""
     calls: tuple[CallDelta, ...] = ()
+    failed_calls: tuple[FailedCall, ...] = ()
 
 
 @dataclass
@@ -77,6 +81,7 @@ class ChoiceResult:
     completion_tokens: int = 0
     reasoning: str = ""
     tool_calls: list[ToolCallResult] = field(default_factory=list)
+    failed_calls: list[FailedCall] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,8 @@ class RequestHandle:
         output_format: ChatFormat | None = None,
         *,
         sampling: SamplingParams | None = None,
+        calls_held: bool = False,
+        on_failed_calls: Callable[[int], None] = lambda count: None,
     ) -> None:
         self.id = request_id
         self.model = model
@@ -169,6 +176,8 @@ class RequestHandle:
         self._metrics: RequestMetrics | None = None
         self._unread = len(choices)  # choices whose last piece the door has not read yet
         self._format = output_format  # how to split the output: calls, thinking
+        self._calls_held = calls_held  # a grammar holds the calls (GenerationRequest.calls_held)
+        self._on_failed_calls = on_failed_calls
         self._outputs: dict[int, ChatOutput] = {}
         self._written: dict[int, list[GeneratedToken]] = {}  # each choice's tokens, as read
 
@@ -239,7 +248,9 @@ class RequestHandle:
                 if error is not None:
                     raise error
                 reason = _DOOR_REASONS[event.reason]
-                split = output.finish() if output else OutputDelta()
+                split = output.finish(self._cut_reason(choice, event)) if output else OutputDelta()
+                if split.failed:
+                    self._on_failed_calls(len(split.failed))
                 if output is not None and output.calls and reason == "stop":
                     reason = "tool_calls"
                 yield ChoiceDelta(
@@ -250,6 +261,7 @@ class RequestHandle:
                     last=not self._unread,
                     reasoning=split.reasoning,
                     calls=split.calls,
+                    failed_calls=split.failed,
                 )
         finally:
             self.cancel()
@@ -262,8 +274,21 @@ class RequestHandle:
             prompt = self.prompts[choice.prompt_index].text if self.prompts else ""
             reasoning = chat_format.reasoning
             opened = reasoning is not None and reasoning.opened_by(prompt)
-            self._outputs[choice.index] = ChatOutput(chat_format.tools, reasoning, opened)
+            self._outputs[choice.index] = ChatOutput(
+                chat_format.tools, reasoning, opened, calls_held=self._calls_held
+            )
         return self._outputs[choice.index]
+
+    def _cut_reason(self, choice: Choice, finish: FinishEvent) -> str:
+        """Why a held call the output ended inside failed: the bound is the request's room,
+        the most tokens it may generate (its max_tokens, within the context)."""
+        if finish.reason == "length":
+            limits = self.token_limits
+            room = f"the {limits[choice.index]} tokens" if limits else "the tokens"
+            return f"the call did not fit in {room} the request may generate"
+        if finish.stop_sequence is not None:
+            return f"the stop string {finish.stop_sequence!r} ended the output inside the call"
+        return CUT
 
     async def result(self) -> Result:
         """Run every choice to its end."""
@@ -283,6 +308,7 @@ class RequestHandle:
             result.reasoning = "".join(thoughts[choice.index])
             output = self._outputs.get(choice.index)
             result.tool_calls = [output.calls[i] for i in sorted(output.calls)] if output else []
+            result.failed_calls = list(output.failed) if output else []
             result.completion_tokens = choice.generated
         return Result(sorted(results.values(), key=lambda r: r.index), self.usage(), self.metrics())
 
@@ -358,6 +384,7 @@ def open_handle(
     on_token: Callable[[float | None], None],
     on_finished: Callable[[Choice, FinishedChoice], None],
     output: ChatFormat | None,
+    on_failed_calls: Callable[[int], None] = lambda count: None,
 ) -> RequestHandle:
     """The handle of every choice of ``request``: ``base`` names it, and its one choice or
     its choices ``base.0``, ``base.1``... (choice ``p × n + i`` is prompt ``p``'s ``i``-th)."""
@@ -368,5 +395,14 @@ def open_handle(
     ]
     timer = RequestTimer(accepted=request.accepted_at)
     return RequestHandle(
-        base, model, choices, timer, on_token, on_finished, output, sampling=request.sampling
+        base,
+        model,
+        choices,
+        timer,
+        on_token,
+        on_finished,
+        output,
+        sampling=request.sampling,
+        calls_held=request.calls_held,
+        on_failed_calls=on_failed_calls,
     )

@@ -51,6 +51,10 @@ class Observer(Protocol):
     def on_grammar_refused(self) -> None:
         """A request's grammar was refused before it ran (a 400)."""
 
+    def on_failed_calls(self, count: int) -> None:
+        """A choice ended inside ``count`` tool calls a grammar held (failed calls, each
+        reported to the client as such)."""
+
     def on_token(self, gap: float | None) -> None:
         """A token reached the event loop, ``gap`` seconds after the request's previous one."""
 

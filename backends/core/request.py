@@ -78,6 +78,16 @@ class GenerationRequest:
     def choice_count(self) -> int:
         return len(self.prompts) * self.n
 
+    @property
+    def calls_held(self) -> bool:
+        """Whether a grammar holds the tool calls the model writes (once the tools are
+        applied): a forced call's, or ``auto``'s lazy one from the call's marker on (beam
+        search runs no lazy grammar). A call the output ends inside then failed; it is not
+        text."""
+        if self.guidance_field == "tools":
+            return True
+        return self.sampling.call_grammar is not None and self.sampling.num_beams == 1
+
 
 def json_schema_guidance(schema: Mapping[str, Any] | None) -> tuple[GuidanceKind, str]:
     """Guidance that makes the output a JSON value matching ``schema`` (any object if None).

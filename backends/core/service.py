@@ -376,7 +376,9 @@ class InferenceService(ModelService):
         if any(key == base or key.startswith(base + ".") for key in self._inflight):
             base = f"{base}-{next(self._ids)}"
         model = request.model or self.model_name
-        handle = open_handle(request, base, model, self._token, self._finished, output)
+        handle = open_handle(
+            request, base, model, self._token, self._finished, output, self._failed_calls
+        )
         for choice in handle.choices:
             self._inflight[choice.id] = (choice, handle)
         return handle
@@ -404,6 +406,10 @@ class InferenceService(ModelService):
     def _token(self, gap: float | None) -> None:
         if self.observer is not None:
             self.observer.on_token(gap)
+
+    def _failed_calls(self, count: int) -> None:
+        if self.observer is not None:
+            self.observer.on_failed_calls(count)
 
     def _finished(self, choice: Choice, finished: FinishedChoice) -> None:
         self._inflight.pop(choice.id, None)

@@ -24,6 +24,7 @@ from routes.door.answer import Door, Stream
 from routes.door.blocks import Block, BlockEvent, Closed, Opened, OutputBlocks
 from routes.door.convert import (
     Finish,
+    failed_calls,
     finish_reason,
     sampling_params,
     timing,
@@ -61,6 +62,7 @@ from schemas.anthropic import (
     ToolUseBlockParam,
     Usage,
 )
+from schemas.common import FailedToolCall
 
 log = logging.getLogger(__name__)
 
@@ -264,11 +266,13 @@ async def message_events(
     blocks = OutputBlocks()
     finish: ChoiceFinish = "stop"
     stop_sequence: str | None = None
+    failed: list[FailedToolCall] | None = None  # calls a grammar held, cut by the end
     async for piece in handle:
         for event in _content_events(blocks.feed(piece), body.thinking_omitted):
             yield event
         if piece.finish_reason is not None:
             finish, stop_sequence = piece.finish_reason, piece.stop_sequence
+            failed = failed_calls(piece.failed_calls)
     for event in _content_events(blocks.end(), body.thinking_omitted):
         yield event
     count = totals(handle.usage())
@@ -284,6 +288,7 @@ async def message_events(
             cache_read_input_tokens=count.cached,
         ),
         metrics=timing(handle.metrics(), handle.model),
+        failed_tool_calls=failed,
     )
     yield MessageStopEvent()
 
@@ -334,6 +339,7 @@ async def message_response(handle: RequestHandle, body: MessagesRequest) -> Mess
             message.stop_sequence = event.delta.stop_sequence
             message.usage = Usage(**event.usage.model_dump())
             message.metrics = event.metrics
+            message.failed_tool_calls = event.failed_tool_calls
     assert message is not None
     return message
 

@@ -12,12 +12,14 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
+from backends.chat.parsers import FailedCall
 from backends.core.request import ChatPrompt, json_schema_guidance
 from backends.core.timing import RequestMetrics
 from backends.models.sampling import DEFAULTED_FIELDS
 from backends.types import ChoiceFinish, ImageSource, SamplingParams, Speculative, Usage
 from schemas.common import (
     ChatMessage,
+    FailedToolCall,
     ImagePart,
     SamplingFields,
     SpeculativeOptions,
@@ -129,6 +131,12 @@ def finish_reason(reason: ChoiceFinish) -> Finish:
     """How a choice ended, as a door says it. "cancelled" is the door's own doing (its client
     has gone and reads nothing more), so it is told as a plain stop."""
     return "stop" if reason == "cancelled" else reason
+
+
+def failed_calls(calls: Sequence[FailedCall]) -> list[FailedToolCall] | None:
+    """The tool calls a grammar held that the output ended inside, as every door's
+    ``failed_tool_calls`` extension has them (None: there were none, and no field)."""
+    return [FailedToolCall(name=c.name, reason=c.reason) for c in calls] or None
 
 
 @dataclass(frozen=True)

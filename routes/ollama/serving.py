@@ -21,8 +21,15 @@ from backends.errors import GenerationFailed, InvalidRequest
 from backends.types import ChoiceFinish, GeneratedToken, ImageSource
 from routes.door.answer import Door, Lines
 from routes.door.blocks import BlockEvent, Closed, OutputBlocks
-from routes.door.convert import finish_reason, sampling_params, totals, unset_sampling
+from routes.door.convert import (
+    failed_calls,
+    finish_reason,
+    sampling_params,
+    totals,
+    unset_sampling,
+)
 from routes.ollama.errors import error_line
+from schemas.common import FailedToolCall
 from schemas.ollama import (
     AssistantMessage,
     CalledFunction,
@@ -189,6 +196,7 @@ class Part:
 class End:
     done_reason: DoneReason
     durations: Durations
+    failed_calls: list[FailedToolCall] | None = None  # calls a grammar held, cut by the end
 
 
 async def parts(handle: RequestHandle, body: GenerateFields) -> AsyncIterator[Part | End]:
@@ -197,6 +205,7 @@ async def parts(handle: RequestHandle, body: GenerateFields) -> AsyncIterator[Pa
     blocks = OutputBlocks()
     made = 0  # tool calls so far
     finish: ChoiceFinish = "stop"
+    failed: list[FailedToolCall] | None = None
 
     def whole_calls(events: list[BlockEvent]) -> tuple[ToolCall, ...]:
         nonlocal made
@@ -218,11 +227,12 @@ async def parts(handle: RequestHandle, body: GenerateFields) -> AsyncIterator[Pa
             yield Part(piece.text, piece.reasoning, calls, probs)
         if piece.finish_reason is not None:
             finish = piece.finish_reason
+            failed = failed_calls(piece.failed_calls)
     calls = whole_calls(blocks.end())
     if calls:
         yield Part(calls=calls)
     reason = finish_reason(finish)
-    yield End("length" if reason == "length" else "stop", durations(handle))
+    yield End("length" if reason == "length" else "stop", durations(handle), failed)
 
 
 # ---- /api/chat ---------------------------------------------------------------------------------
@@ -235,6 +245,7 @@ async def chat_lines(handle: RequestHandle, body: ChatRequest) -> AsyncIterator[
                 message=AssistantMessage(),
                 done=True,
                 done_reason=part.done_reason,
+                failed_tool_calls=part.failed_calls,
                 **part.durations.model_dump(),
             )
             continue

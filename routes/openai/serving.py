@@ -22,6 +22,7 @@ from routes.door import ids
 from routes.door.answer import Door, Stream
 from routes.door.convert import (
     chat_prompt,
+    failed_calls,
     finish_reason,
     sampling_params,
     timing,
@@ -197,6 +198,7 @@ async def chat_response(handle: RequestHandle, body: ChatCompletionRequest) -> C
                 message=assistant_message(c),
                 logprobs=chat_logprobs(c.tokens) if body.logprobs else None,
                 finish_reason=finish_reason(c.finish_reason),
+                failed_tool_calls=failed_calls(c.failed_calls),
             )
             for c in result.choices
         ],
@@ -260,6 +262,7 @@ async def chat_chunks(
                 index=piece.index,
                 delta=ChatDelta(),
                 finish_reason=finish_reason(piece.finish_reason),
+                failed_tool_calls=failed_calls(piece.failed_calls),
             )
             last = piece.last and not body.include_usage
             yield chunk([done], metrics=timing(handle.metrics(), handle.model) if last else None)

@@ -13,11 +13,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from backends.chat.parsers import FailedCall
 from backends.core.handle import ChoiceDelta, RequestHandle
 from backends.types import ChoiceFinish
 from routes.door import ids
 from routes.door.blocks import Added, Block, BlockEvent, BlockKind, Closed, Opened, OutputBlocks
-from routes.door.convert import timing, totals
+from routes.door.convert import failed_calls, timing, totals
 from routes.http.errors import failure
 from schemas.responses import (
     ContentPartAddedEvent,
@@ -105,6 +106,7 @@ class ResponseBuilder:
         self._generated = 0
         self._reasoning_tokens = 0
         self.finish_reason: ChoiceFinish | None = None
+        self._failed: tuple[FailedCall, ...] = ()  # calls the output ended inside
 
     def _seq(self) -> int:
         self._sequence += 1
@@ -157,6 +159,7 @@ class ResponseBuilder:
             user=body.user,
             usage=usage,
             metrics=metrics,
+            failed_tool_calls=failed_calls(self._failed),
         )
 
     def start(self) -> list[ResponseStreamEvent]:
@@ -201,7 +204,10 @@ class ResponseBuilder:
         events = self._render(self._blocks.feed(piece), "completed")
         if piece.finish_reason is not None:
             status: ItemStatus = "incomplete" if piece.finish_reason == "length" else "completed"
-            events += self._render(self._blocks.end(never_empty=True), status)
+            # A call that failed is the output's last word: no empty message stands for it.
+            never_empty = not piece.failed_calls
+            events += self._render(self._blocks.end(never_empty=never_empty), status)
+            self._failed = piece.failed_calls
             self.finish_reason = piece.finish_reason
         return events
 

@@ -9,7 +9,7 @@ from pydantic import (
     Field,
 )
 
-from schemas.common import TimingMetrics
+from schemas.common import FAILED_CALLS_DESCRIPTION, FailedToolCall, TimingMetrics
 
 
 # ---- responses -----------------------------------------------------------------------------
@@ -61,6 +61,11 @@ class Message(BaseModel):
     stop_sequence: str | None = None
     usage: Usage
     metrics: TimingMetrics | None = Field(None, description=METRICS_DESCRIPTION)
+    failed_tool_calls: list[FailedToolCall] | None = Field(
+        None,
+        description=FAILED_CALLS_DESCRIPTION + " On `message_delta` in a stream.",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class CountTokensResponse(BaseModel):
@@ -131,6 +136,9 @@ class MessageDeltaEvent(BaseModel):
     delta: MessageDelta
     usage: MessageDeltaUsage
     metrics: TimingMetrics | None = Field(None, description=METRICS_DESCRIPTION)
+    failed_tool_calls: list[FailedToolCall] | None = Field(
+        None, description=FAILED_CALLS_DESCRIPTION, exclude_if=lambda v: v is None
+    )
 
 
 class MessageStopEvent(BaseModel):

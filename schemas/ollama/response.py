@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from schemas.common import FAILED_CALLS_DESCRIPTION, FailedToolCall
+
 DoneReason = Literal["stop", "length", "load"]
 
 
@@ -81,7 +83,9 @@ class _Done(BaseModel):
 
 # In Ollama's order in the JSON: fields come base by base, the last base first.
 class OllamaChatResponse(Durations, _Done, _ChatHead):
-    pass
+    failed_tool_calls: list[FailedToolCall] | None = Field(
+        None, description=FAILED_CALLS_DESCRIPTION + " On the last line (`done: true`)."
+    )
 
 
 class OllamaGenerateResponse(Durations, _Done, _GenerateHead):

@@ -13,6 +13,8 @@ from pydantic import (
 )
 
 from schemas.common import (
+    FAILED_CALLS_DESCRIPTION,
+    FailedToolCall,
     TimingMetrics,
 )
 from schemas.openai.request import (
@@ -98,6 +100,9 @@ class ChatChoice(BaseModel):
     message: AssistantMessage
     logprobs: ChatLogprobs | None = None
     finish_reason: FinishReason | None = None
+    failed_tool_calls: list[FailedToolCall] | None = Field(
+        None, description=FAILED_CALLS_DESCRIPTION, exclude_if=lambda v: v is None
+    )
 
 
 class ChatCompletion(BaseModel):
@@ -141,6 +146,11 @@ class ChatChunkChoice(BaseModel):
     delta: ChatDelta
     logprobs: ChatLogprobs | None = None
     finish_reason: FinishReason | None = None
+    failed_tool_calls: list[FailedToolCall] | None = Field(
+        None,
+        description=FAILED_CALLS_DESCRIPTION + " On the choice's finish chunk.",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class ChatCompletionChunk(BaseModel):

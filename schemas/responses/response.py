@@ -9,7 +9,7 @@ from pydantic import (
     Field,
 )
 
-from schemas.common import TimingMetrics
+from schemas.common import FAILED_CALLS_DESCRIPTION, FailedToolCall, TimingMetrics
 from schemas.responses.items import (
     FunctionTool,
     ItemStatus,
@@ -142,6 +142,9 @@ class ResponsesResponse(BaseModel):
         None,
         description="Extension: the server's timing for the request, as in /v1/chat; set once "
         "the response has ended.",
+    )
+    failed_tool_calls: list[FailedToolCall] | None = Field(
+        None, description=FAILED_CALLS_DESCRIPTION, exclude_if=lambda v: v is None
     )
 
 

@@ -121,6 +121,7 @@ class FakeHandle:
             if piece.finish_reason is not None:
                 result.finish_reason = piece.finish_reason
                 result.stop_sequence = piece.stop_sequence
+                result.failed_calls = list(piece.failed_calls)
         for i, result in results.items():
             result.tool_calls = [ToolCallResult(*parts) for _, parts in sorted(calls[i].items())]
         return Result(list(results.values()), self.usage(), self.metrics())

@@ -30,7 +30,9 @@ from backends.chat.parsers.reasoning import ReasoningParser, ReasoningStream
 from backends.chat.parsers.tool_parser import ToolParser
 from backends.chat.parsers.tool_stream import ToolCallStream
 from backends.chat.parsers.types import (
+    CUT,
     ContentDelta,
+    FailedCall,
     ParsedOutput,
     ParserEvent,
     ReasoningDelta,
@@ -44,7 +46,9 @@ from backends.chat.parsers.types import (
 )
 
 __all__ = [
+    "CUT",
     "ContentDelta",
+    "FailedCall",
     "ParsedOutput",
     "ParserEvent",
     "ReasoningDelta",

@@ -91,13 +91,14 @@ class ToolParser(ABC):
         )
         return CallGrammar(trigger, grammar, self.special_tokens.get(trigger))
 
-    def extract(self, text: str) -> ParsedOutput:
-        """A whole output's content and calls."""
-        stream = self.stream()
+    def extract(self, text: str, *, calls_held: bool = False) -> ParsedOutput:
+        """A whole output's content and calls (and, ``calls_held``, its failed calls)."""
+        stream = self.stream(calls_held=calls_held)
         events = stream.feed(text)
         events += stream.finish()
         return ParsedOutput.from_events(events)
 
-    def stream(self, *, stream_arguments: bool = False) -> ToolCallStream:
-        """A parser for one streamed output (see :mod:`.tool_stream` for ``stream_arguments``)."""
-        return ToolCallStream(self, stream_arguments=stream_arguments)
+    def stream(self, *, stream_arguments: bool = False, calls_held: bool = False) -> ToolCallStream:
+        """A parser for one streamed output (see :mod:`.tool_stream` for ``stream_arguments``
+        and ``calls_held``: a grammar holds the calls, so one the output ends inside failed)."""
+        return ToolCallStream(self, stream_arguments=stream_arguments, calls_held=calls_held)

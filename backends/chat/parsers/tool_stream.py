@@ -16,6 +16,11 @@ exactly what :meth:`ToolParser.extract` gives, however the text is split. With
 stream as they are generated (when the name comes first and the arguments are an object). A
 call cannot be taken back once announced: if its block then breaks, the calls announced keep
 what they have, and the text after the break is read as ordinary text.
+
+With ``calls_held=True`` a grammar holds every call block to valid calls (a forced call, or
+``tool_choice="auto"``'s lazy grammar from the marker on), so a block the output ends inside
+is a call that did not fit, not prose: its finished calls stand, the call it ended in is a
+:class:`FailedCall`, and none of its text is content (nor the whitespace before its marker).
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from typing import Protocol
 from backends.chat.parsers.call_block import CallBlock
 from backends.chat.parsers.holdback import WHITESPACE, partial_marker_suffix, trailing_whitespace
 from backends.chat.parsers.types import (
+    CUT,
     ContentDelta,
+    FailedCall,
     ParserEvent,
     ToolCallArgumentsDelta,
     ToolCallStart,
@@ -49,9 +56,12 @@ class CallFormat(Protocol):
 class ToolCallStream:
     """One output's parser state: ``feed`` each decoded piece in order, then ``finish`` once."""
 
-    def __init__(self, parser: CallFormat, *, stream_arguments: bool = False) -> None:
+    def __init__(
+        self, parser: CallFormat, *, stream_arguments: bool = False, calls_held: bool = False
+    ) -> None:
         self._parser = parser
         self._incremental = stream_arguments
+        self._held_calls = calls_held
         self._held = ""  # unreleased content: trailing whitespace, maybe the start of a marker
         self._content_since_call = False  # non-space content since the start or the last call
         self._after_call = False  # a call was the last thing read (whitespace aside)
@@ -70,14 +80,17 @@ class ToolCallStream:
         self._run(text, out)
         return out
 
-    def finish(self) -> list[ParserEvent]:
-        """The output ended: settle the open block and release what was held back."""
+    def finish(self, cut_reason: str = CUT) -> list[ParserEvent]:
+        """The output ended: settle the open block and release what was held back.
+        ``cut_reason``: why a held call the output ended inside failed."""
         out: list[ParserEvent] = []
         while self._block is not None:
             self._block.finish()
             if self._block.status == "done":
                 self._announce(out, whole=True)
                 self._close()
+            elif self._held_calls:
+                self._cut(out, cut_reason)
             else:
                 self._run(self._broken(out, ""), out)
         held, self._held = self._held, ""
@@ -191,13 +204,25 @@ class ToolCallStream:
         self._content(self._marker_ws + self._marker, out)
         return self._raw + rest
 
-    def _announce(self, out: list[ParserEvent], *, whole: bool) -> None:
-        """Emit the block's calls that can be shown now, and their new argument text.
+    def _cut(self, out: list[ParserEvent], reason: str) -> None:
+        """The output ended inside a block a grammar held: the calls it finished are calls,
+        the one it ended in (or a block cut before its first call) a failed call."""
+        assert self._block is not None
+        calls = self._block.calls
+        whole = next((k for k, c in enumerate(calls) if c.arguments is None), len(calls))
+        self._announce(out, whole=True, upto=whole)
+        if whole < len(calls) or not calls:
+            out.append(FailedCall(calls[whole].name if calls else None, reason))
+        self._close()
+
+    def _announce(self, out: list[ParserEvent], *, whole: bool, upto: int | None = None) -> None:
+        """Emit the block's calls that can be shown now (the first ``upto``), and their new
+        argument text.
 
         ``whole``: the block is complete and valid. Otherwise (``stream_arguments``) a call
         shows once its name is read and its arguments can stream, or once it is complete."""
         assert self._block is not None
-        for k, call in enumerate(self._block.calls):
+        for k, call in enumerate(self._block.calls[:upto]):
             if k == len(self._ids):
                 can_stream = call.arguments is not None or call.streamable
                 if call.name is None or not (whole or can_stream):

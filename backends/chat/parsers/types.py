@@ -18,12 +18,30 @@ class ToolCall:
     id: str | None = None
 
 
+# Why a held call failed when nothing more specific is known (the core says how it ended).
+CUT = "the output ended inside the call"
+
+
+@dataclass(frozen=True)
+class FailedCall:
+    """A call the model opened under a tool-call grammar (a forced call, or ``auto``'s lazy
+    grammar) that the output ended inside: not a call, and its text not content either.
+    ``name`` is the tool it names, if the name was read; ``reason`` says why it failed.
+
+    It is also the stream's event for it, sent when the output ends."""
+
+    name: str | None
+    reason: str = CUT
+
+
 @dataclass(frozen=True)
 class ParsedOutput:
-    """A whole output split into the text meant for the user and the calls."""
+    """A whole output split into the text meant for the user, the calls, and the calls that
+    failed (:class:`FailedCall`)."""
 
     content: str
     calls: list[ToolCall] = field(default_factory=list)
+    failed: list[FailedCall] = field(default_factory=list)
 
     @staticmethod
     def from_events(events: Iterable[ParserEvent]) -> ParsedOutput:
@@ -32,8 +50,11 @@ class ParsedOutput:
         names: dict[int, str] = {}
         ids: dict[int, str | None] = {}
         arguments: dict[int, list[str]] = {}
+        failed: list[FailedCall] = []
         for event in events:
-            if isinstance(event, ContentDelta):
+            if isinstance(event, FailedCall):
+                failed.append(event)
+            elif isinstance(event, ContentDelta):
                 content.append(event.text)
             elif isinstance(event, ToolCallStart):
                 names[event.index] = event.name
@@ -42,7 +63,7 @@ class ParsedOutput:
             elif isinstance(event, ToolCallArgumentsDelta):
                 arguments[event.index].append(event.text)
         calls = [ToolCall(names[i], "".join(arguments[i]), ids[i]) for i in sorted(names)]
-        return ParsedOutput("".join(content), calls)
+        return ParsedOutput("".join(content), calls, failed)
 
 
 @dataclass(frozen=True)
@@ -77,7 +98,7 @@ class ReasoningDelta:
     text: str
 
 
-ParserEvent = ContentDelta | ToolCallStart | ToolCallArgumentsDelta
+ParserEvent = ContentDelta | ToolCallStart | ToolCallArgumentsDelta | FailedCall
 ReasoningEvent = ReasoningDelta | ContentDelta
 
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from backends.chat.output import ChatOutput
-from backends.chat.parsers import get_tool_parser
+from backends.chat.parsers import FailedCall, get_tool_parser
 
 pytestmark = pytest.mark.unit
 
@@ -33,3 +33,21 @@ def test_ids_the_server_makes_up_fit_the_familys_templates() -> None:
     assert all(re.fullmatch(r"[A-Za-z0-9]{9}", i) for i in made), made
     [hermes] = call_ids("hermes", '<tool_call>{"name": "f", "arguments": ' + ARGS + "}</tool_call>")
     assert re.fullmatch(r"call_[0-9a-f]{24}", hermes)
+
+
+def test_a_held_call_the_output_ends_inside_is_reported_apart_with_the_reason() -> None:
+    output = ChatOutput(get_tool_parser("hermes"), None, calls_held=True)
+    shown = output.feed("Running it.\n<tool_call>\n")
+    shown2 = output.feed('{"name": "exec_command", "arguments": {"cmd": "echo hello. I think')
+    last = output.finish("the call did not fit in 20 tokens")
+    assert (shown.content, shown2.content, last.content) == ("Running it.", "", "")
+    assert last.failed == (FailedCall("exec_command", "the call did not fit in 20 tokens"),)
+    assert output.failed == list(last.failed) and output.calls == {}
+
+
+def test_without_a_grammar_a_cut_call_is_content_as_before() -> None:
+    output = ChatOutput(get_tool_parser("hermes"), None)
+    text = '<tool_call>\n{"name": "exec_command", "arguments": {"cmd": "echo'
+    assert output.feed(text).content == ""
+    last = output.finish("unused")
+    assert (last.content, last.failed) == (text, ())

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from backends.chat.parsers import (
     ContentDelta,
+    FailedCall,
     ParsedOutput,
     ParserEvent,
     ToolCallArgumentsDelta,
@@ -52,9 +53,13 @@ def splits(text: str) -> dict[str, list[str]]:
 
 
 def run(
-    parser: ToolParser, pieces: Sequence[str], *, stream_arguments: bool = False
+    parser: ToolParser,
+    pieces: Sequence[str],
+    *,
+    stream_arguments: bool = False,
+    calls_held: bool = False,
 ) -> list[ParserEvent]:
-    stream = parser.stream(stream_arguments=stream_arguments)
+    stream = parser.stream(stream_arguments=stream_arguments, calls_held=calls_held)
     events: list[ParserEvent] = []
     for piece in pieces:
         events += stream.feed(piece)
@@ -69,10 +74,12 @@ def streamed(parser: ToolParser, pieces: Sequence[str], **kwargs: bool) -> Parse
 
 def check_events(events: Sequence[ParserEvent]) -> None:
     """Calls are numbered 0, 1, ... in order; arguments belong to the call being made; no event
-    is empty."""
+    is empty; a failed call is the last event."""
     current = -1
-    for event in events:
-        if isinstance(event, ToolCallStart):
+    for k, event in enumerate(events):
+        if isinstance(event, FailedCall):
+            assert k == len(events) - 1, events
+        elif isinstance(event, ToolCallStart):
             assert event.index == current + 1, events
             assert event.name
             current = event.index

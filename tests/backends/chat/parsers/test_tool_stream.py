@@ -8,6 +8,7 @@ import pytest
 
 from backends.chat.parsers import (
     ContentDelta,
+    FailedCall,
     ParsedOutput,
     ToolCall,
     ToolCallArgumentsDelta,
@@ -174,3 +175,87 @@ def test_random_output_never_raises_and_streams_like_extract(name: str) -> None:
             assert streamed(parser, splits(text)[way]) == whole, (text, way)
             run(parser, splits(text)[way], stream_arguments=True)  # never raises
     assert with_calls > 15
+
+
+# ---- calls a grammar held (calls_held) -----------------------------------------------------
+def _held_cut(cut: int) -> ParsedOutput:
+    """What "Let me look." then ``CALL`` cut after ``cut`` characters gives, with the calls
+    held by a grammar: the call if its body was whole, else a failed call (named once the
+    name was read); never the call's text as content."""
+    body_end = CALL.rindex("}") + 1
+    if cut >= body_end:  # only the closing marker was cut: the call stands
+        return ParsedOutput(
+            "Let me look.", [ToolCall("get_weather", '{"city": "Paris", "days": 3}')]
+        )
+    named = cut >= CALL.index('"get_weather"') + len('"get_weather"')
+    return ParsedOutput("Let me look.", [], [FailedCall("get_weather" if named else None)])
+
+
+def test_a_held_call_the_output_ends_inside_is_a_failed_call_never_content() -> None:
+    for cut in range(len("<tool_call>"), len(CALL)):
+        text = "Let me look.\n" + CALL[:cut]
+        expected = _held_cut(cut)
+        assert HERMES.extract(text, calls_held=True) == expected, cut
+        for way, pieces in splits(text).items():
+            events = run(HERMES, pieces, calls_held=True)
+            assert ParsedOutput.from_events(events) == expected, (cut, way)
+            shown = "".join(e.text for e in events if isinstance(e, ContentDelta))
+            assert shown == "Let me look.", (cut, way)  # not even for a moment
+        # Without a grammar the broken block is released as content, as ever: nothing lost.
+        if not expected.calls:
+            assert HERMES.extract(text) == ParsedOutput(text), cut
+
+
+def test_the_failed_call_says_why_the_output_ended() -> None:
+    stream = HERMES.stream(calls_held=True)
+    assert stream.feed('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par') == []
+    assert stream.finish("the call did not fit in 9 tokens") == [
+        FailedCall("get_weather", "the call did not fit in 9 tokens")
+    ]
+
+
+def test_held_calls_leave_whole_calls_and_plain_text_as_they_were() -> None:
+    for text in ("Just an answer, <tool no call.", "Sure.\n" + CALL, CALL + "\n" + CALL):
+        assert HERMES.extract(text, calls_held=True) == HERMES.extract(text), text
+    cut = HERMES.extract("Sure.\n" + CALL + "\n" + CALL[:45], calls_held=True)
+    assert cut.content == "Sure." and [c.name for c in cut.calls] == ["get_weather"]
+    assert cut.failed == [FailedCall("get_weather")]
+
+
+def test_the_whole_calls_of_a_cut_block_stand() -> None:
+    mistral = get_tool_parser("mistral")
+    first = '[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}'
+    assert mistral.extract(first, calls_held=True) == ParsedOutput("", [ToolCall("f", '{"a": 1}')])
+    cut = mistral.extract(first + ', {"name": "g", "arguments": {"b"', calls_held=True)
+    assert cut == ParsedOutput("", [ToolCall("f", '{"a": 1}')], [FailedCall("g")])
+    assert mistral.extract("[TOOL_CALLS]", calls_held=True) == ParsedOutput(
+        "", [], [FailedCall(None)]
+    )
+
+
+@pytest.mark.parametrize("name", tool_parser_names())
+def test_every_format_reports_a_held_call_cut_in_its_arguments(name: str) -> None:
+    parser = get_tool_parser(name)
+    call = CALLS[name][0]
+    text = "Here. " + call[: call.index("1")] if name != "llama3_json" else call[: call.index("1")]
+    expected = ParsedOutput("Here." if name != "llama3_json" else "", [], [FailedCall("f")])
+    for way, pieces in splits(text).items():
+        assert streamed(parser, pieces, calls_held=True) == expected, way
+
+
+@pytest.mark.parametrize("name", tool_parser_names())
+def test_random_held_output_never_raises_and_streams_like_extract(name: str) -> None:
+    parser = get_tool_parser(name)
+    rng = random.Random(name + " held")
+    pieces = FRAGMENTS + CALLS[name] * 4
+    failed = 0
+    for _ in range(150):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+        text = text[: rng.randint(1, len(text))]  # an output cut anywhere
+        whole = parser.extract(text, calls_held=True)
+        failed += bool(whole.failed)
+        if not (whole.failed or whole.calls):
+            assert whole.content == text  # nothing lost
+        for way in ("chars", "words", "random0"):
+            assert streamed(parser, splits(text)[way], calls_held=True) == whole, (text, way)
+    assert failed > 5
