@@ -11,6 +11,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +103,14 @@ def train(
     pad_id: int,
     log_every: int = 50,
     only: str = "",
+    focus: dict[int, list[int]] | None = None,
+    focus_weight: float = 1.0,
 ) -> dict[str, Any]:
     """Train in place (with ``only``, the parameters whose names start with it, the others
     frozen); returns the loss curve: the replies' mean token loss per ``log_every`` steps
-    (prompt tokens count too, with weight PROMPT_WEIGHT, but are not in the curve)."""
+    (prompt tokens count too, with weight PROMPT_WEIGHT, but are not in the curve). ``focus``:
+    per example, the positions whose tokens weigh ``focus_weight`` in the loss (the deciding
+    tokens, modelkit/demo/tune.py)."""
     import torch
 
     torch.manual_seed(seed)
@@ -152,6 +157,8 @@ def train(
             weight[row, 1 : len(seq)] = PROMPT_WEIGHT
             weight[row, reply_at : len(seq)] = 1.0
             reply[row, reply_at : len(seq)] = 1.0
+            for position in (focus or {}).get(i, ()):
+                weight[row, position] = focus_weight
         ids, weight, reply = ids.to(DEVICE), weight.to(DEVICE), reply.to(DEVICE)
         mask, positions = mask.to(DEVICE), positions.to(DEVICE)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, :-1]
@@ -225,14 +232,17 @@ def training_data(
     agent_tools: int,
     made_up: float | None,
     window: int,
+    edit: Callable[[list[tuple[str, str]]], list[tuple[str, str]]] = list,
 ) -> tuple[list[Example], int]:
-    """The main phase's examples (chat turns, then agent turns) and how many are agent turns."""
-    data = encode_pairs(tok, held_out_of(corpus(renderer(template), chat_turns, seed)))
+    """The main phase's examples (chat turns, then agent turns) and how many are agent turns;
+    ``edit`` changes the (prompt, reply) pairs before they are tokenized."""
+    chats = held_out_of(corpus(renderer(template), chat_turns, seed))
+    data = encode_pairs(tok, edit(chats))
     agent = agent_corpus(
         renderer(template), agent_turns, seed + 1, agent_lines, copying, copy_depth, agent_tools,
         made_up,
     )  # fmt: skip
-    agent_data = encode_pairs(tok, held_out_of(agent), agent_max_tokens)
+    agent_data = encode_pairs(tok, edit(held_out_of(agent)), agent_max_tokens)
     if not window:  # a sliding window sees no position past its width: nothing to spread
         agent_data = spread_positions(agent_data, CONTEXT, seed)
     return data + agent_data, len(agent_data)
