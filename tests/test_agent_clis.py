@@ -10,6 +10,11 @@ prompt (with the demo model's template Codex sends 9,493 tokens, Claude Code 6,3
 "Say hello."); with a context under 32,768 tokens they skip, saying why.
 ``AGENT_CLI_MODEL_DIR`` runs them against another model folder (a candidate demo model): the
 server's own GENAI_* settings are not passed on.
+
+Each runs three times, as on three kinds of CPU (tests/kernel_variants.py): on this machine's
+int4 kernels, on its other int4 kernel path, and with every logit moved at random by up to the
+documented difference between CPU kinds' kernels (``GENAI_LOGIT_NOISE=1.2``). A verdict that
+rests on a near-tie fails one of them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import pytest
 
 from bench.harness.server import ServerProcess, live_server
 from config.settings import DEMO_MODEL_DIR, REPO_ROOT
+from tests.kernel_variants import NOISE, other_kernels
 
 pytestmark = [pytest.mark.live, pytest.mark.agents]
 
@@ -77,15 +83,28 @@ def demo_context() -> int:
     return int(config["model"]["context_length"])
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
+# The machine-kind matrix (tests/kernel_variants.py): this machine's own int4 kernels, its
+# other int4 kernel path, and its logits moved by the documented difference between CPU kinds.
+KERNELS = ["own", "other-kernels", "noise"]
+
+
+@pytest.fixture(scope="module", params=KERNELS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
     context = demo_context()
     if context < NEEDED_CONTEXT:
         pytest.skip(
             f"the demo model's context ({context} tokens) cannot hold an agent's prompt "
             f"(needs {NEEDED_CONTEXT}): these tests need the trained demo model"
         )
-    with live_server(log_level="info", timeout=120, GENAI_MODEL_DIR=str(MODEL_DIR)) as live:
+    env = {"GENAI_MODEL_DIR": str(MODEL_DIR)}
+    if request.param == "other-kernels":
+        folder = other_kernels(MODEL_DIR, tmp_path_factory.mktemp("other-kernels") / "model")
+        env["GENAI_MODEL_DIR"] = str(folder)
+    elif request.param == "noise":
+        env["GENAI_LOGIT_NOISE"] = str(NOISE)
+    with live_server(env=env, log_level="info", timeout=120) as live:
         yield live
 
 
