@@ -88,7 +88,9 @@ class GeneratorStrategy:
     ):
         self.model = model
         self.speculative = speculative or Speculative(0)  # the server's; a request may override
-        self._room = og_ngram.room(model.folder.config)  # what og's n-gram may run on
+        # How long a sequence may grow and still rewind: what og's n-gram may run on, and
+        # what a held sequence may be rewound from (a sliding window's cache drops positions)
+        self._room = og_ngram.room(model.folder.config)
         self.max_length = model.max_length
         self.slots = slots  # sequences the scheduler runs at once: the KV capacity reported
         self.og_model = model.model  # the weights load here, at start, not at the first request
@@ -134,7 +136,9 @@ class GeneratorStrategy:
         beams = p.num_beams > 1
         speculate = self._speculates(p, job)
         own = self.speculation(p) if speculate else None
-        key = reuse_key(p, own) if self.cache.size > 0 and not beams else None
+        # (a KV cache that slides rewinds to no position at all, not even its own end)
+        reuses = self.cache.size > 0 and not beams and self._room != 0
+        key = reuse_key(p, own) if reuses else None
         if speculate and p.min_new_tokens:
             key = None  # a held Generator's own EOS hold could not be fitted to it in Python
         if key is not None and job.image_digests:
@@ -371,6 +375,7 @@ class GeneratorStrategy:
             og_ngram.count(seq.job, seq.speculating, seq.gen.get_speculative_stats())
         seq.job.finish(reason, error)
         if seq.key is not None and reason in ("stop", "length") and seq.kv_len > 0:
-            held = Held(seq.key, seq.tokens[: seq.kv_len], seq.capacity, seq.gen, seq.min_length)
-            self.cache.put(held)
+            rewinds = og_ngram.fits(self._room, seq.kv_len)  # past the window: from its end only
+            tokens = seq.tokens[: seq.kv_len]
+            self.cache.put(Held(seq.key, tokens, seq.capacity, seq.gen, seq.min_length, rewinds))
         # Otherwise the generator is dropped here, on the owner thread, freeing its KV cache.

@@ -55,6 +55,9 @@ class Held(Generic[S]):
     capacity: int  # total tokens the state can hold
     state: S
     min_length: int = 0  # the state suppresses EOS until the sequence is this long
+    # False: the state goes on from its end only. og.Generator rewinds a sliding-window KV
+    # cache to no position at all once it has dropped one (not even to one it still holds).
+    rewinds: bool = True
 
 
 class PrefixCache(Generic[S]):
@@ -91,15 +94,18 @@ class PrefixCache(Generic[S]):
         With no useful match and the cache full, the least recently used compatible state is
         handed out for recycling (shared prefix 0): it would be evicted by the next ``put``
         anyway, and reusing it saves allocating a new KV cache. A state whose own EOS
-        suppression (``min_length``) outlasts ``max_min_length`` is never handed out."""
+        suppression (``min_length``) outlasts ``max_min_length`` is never handed out, nor one
+        that cannot rewind (``rewinds``) unless the prompt goes on from all its tokens."""
         best: tuple[int, int] | None = None
         oldest: int | None = None
         for item_id, held in self._items.items():
             if held.key != key or held.capacity < needed or held.min_length > max_min_length:
                 continue
+            n = reusable(common_prefix(held.tokens, prompt), len(prompt))
+            if not held.rewinds and n < len(held.tokens):
+                continue
             if oldest is None:
                 oldest = item_id
-            n = reusable(common_prefix(held.tokens, prompt), len(prompt))
             if n >= self.min_match and (best is None or n > best[1]):
                 best = (item_id, n)
         if best is None and oldest is not None and len(self._items) >= self.size:

@@ -105,3 +105,12 @@ def test_reuse_capacity() -> None:
     assert reuse_capacity(100, 8192) == 1280
     assert reuse_capacity(7500, 8192) == 8192
     assert reuse_capacity(100, 512) == 512
+
+
+def test_a_state_that_cannot_rewind_is_reused_from_its_end_only() -> None:
+    cache: PrefixCache[str] = PrefixCache(1)
+    cache.put(Held("k", [1, 2, 3, 4], 100, "slid", rewinds=False))
+    assert cache.take("k", [1, 2, 3, 9, 9], needed=10) is None  # a shorter prefix: no
+    assert cache.take("k", [7, 7, 7], needed=10) is None  # nor recycled, though the cache is full
+    got = cache.take("k", [1, 2, 3, 4, 5, 6], needed=10)  # it goes on from all its tokens
+    assert got is not None and got[0].state == "slid" and got[1] == 4
