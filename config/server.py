@@ -8,18 +8,19 @@ field keeps its one environment name, its flag and its flat attribute (``setting
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import SecretStr, field_validator, model_validator
+from pydantic import SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
 from backends.config import SamplingDefaultsName
 from config.fields import SETTINGS_CONFIG, setting, split_csv
+from config.kv_endpoint import KVEventsSocket, connects_to_self, kv_events_socket, parse_endpoint
 from config.media import AudioSettings, ImageSettings
-
-KV_EVENT_TRANSPORTS = ("tcp://", "ipc://", "inproc://")  # what a ZMQ endpoint may start with
+from config.responses_db import served_location
 
 
 class BindSettings(BaseSettings):
@@ -56,12 +57,34 @@ class AccessSettings(BaseSettings):
         "api_key",
         "API keys, comma-separated; requests then need `Authorization: Bearer <key>`.",
     )
+    admin_api_key: SecretStr | None = setting(
+        None,
+        "GENAI_ADMIN_API_KEY",
+        "admin_api_key",
+        "Admin keys, comma-separated: the only keys the /admin routes take (a GENAI_API_KEY "
+        "key gets 403 there); they also do all a user key does.",
+    )
     admin: bool | None = setting(
         None,
         "GENAI_ADMIN",
         "admin",
-        "The /admin routes (list, cancel, profile): on when an API key is set (behind it), "
-        "else off; true or false overrides.",
+        "The /admin routes (list, cancel, profile, load): on when a key is set (then for the "
+        "admin keys alone), else off; true or false overrides.",
+    )
+    model_root: Path | None = setting(
+        None,
+        "GENAI_MODEL_ROOT",
+        "model_root",
+        "The folder POST /admin/models loads models from (relative paths are taken under it; "
+        "a path outside it is refused); unset: no loading at runtime.",
+    )
+    max_models: int = setting(
+        8,
+        "GENAI_MAX_MODELS",
+        "max_models",
+        "Models served at once at most (adapters not counted); POST /admin/models beyond it "
+        "gets 400.",
+        ge=1,
     )
     metrics_open: bool = setting(
         False,
@@ -79,7 +102,7 @@ class AccessSettings(BaseSettings):
         "producer (precise prefix routing); false: they need the key when one is set.",
     )
 
-    @field_validator("api_key", mode="after")
+    @field_validator("api_key", "admin_api_key", mode="after")
     @classmethod
     def _some_key(cls, value: SecretStr | None) -> SecretStr | None:
         # A blank key must not quietly mean "no authentication".
@@ -92,8 +115,13 @@ class AccessSettings(BaseSettings):
         return split_csv(self.api_key.get_secret_value() if self.api_key else None)
 
     @property
+    def admin_keys(self) -> list[str]:
+        return split_csv(self.admin_api_key.get_secret_value() if self.admin_api_key else None)
+
+    @property
     def admin_enabled(self) -> bool:
-        return self.admin if self.admin is not None else bool(self.api_keys)
+        keyed = bool(self.api_keys or self.admin_keys)
+        return self.admin if self.admin is not None else keyed
 
 
 class GatewaySettings(BaseSettings):
@@ -106,7 +134,9 @@ class GatewaySettings(BaseSettings):
         "GENAI_KV_EVENTS_ENDPOINT",
         "kv_events_endpoint",
         "ZMQ endpoint the batch scheduler publishes KV-cache events on (llm-d's format, for "
-        "precise prefix routing): tcp://*:5557 binds it, tcp://HOST:5557 connects to it; "
+        "precise prefix routing; they carry every prompt's token ids): tcp://*:5557 binds port "
+        "5557 of POD_IP, else of HOST; tcp://0.0.0.0:5557 binds every interface; "
+        "tcp://HOST:5557 connects to a subscriber that binds; ipc://PATH binds a Unix socket; "
         "empty: no events.",
     )
     kv_events_topic: str = setting(
@@ -120,16 +150,34 @@ class GatewaySettings(BaseSettings):
         "",
         "POD_IP",
         "pod_ip",
-        "This pod's IP (Kubernetes' status.podIP), for the KV-event topic; empty: the address "
-        "the host name resolves to.",
+        "This pod's IP (Kubernetes' status.podIP), for the KV-event topic and where "
+        "tcp://*:PORT binds; empty: the topic has the address the host name resolves to, and "
+        "tcp://*:PORT binds HOST.",
     )
 
     @field_validator("kv_events_endpoint", mode="after")
     @classmethod
     def _zmq_endpoint(cls, value: str) -> str:
         value = value.strip()
-        if value and not value.startswith(KV_EVENT_TRANSPORTS):
-            raise ValueError(f"must start with one of {', '.join(KV_EVENT_TRANSPORTS)}")
+        if value:
+            parse_endpoint(value)  # config/kv_endpoint.py: a ValueError says what is wrong
+        return value
+
+    @field_validator("pod_ip", mode="after")
+    @classmethod
+    def _an_ip(cls, value: str, info: ValidationInfo) -> str:
+        value = value.strip()
+        if value:
+            try:
+                ipaddress.ip_address(value)
+            except ValueError:
+                raise ValueError(f"{value!r} is not an IP address") from None
+        endpoint = info.data.get("kv_events_endpoint")  # validated before this field
+        if endpoint and connects_to_self(parse_endpoint(endpoint), value):
+            raise ValueError(
+                f"GENAI_KV_EVENTS_ENDPOINT={endpoint} would connect to this pod's own address; "
+                "tcp://*:PORT binds it"
+            )
         return value
 
     @field_validator("kv_events_topic", mode="after")
@@ -294,12 +342,27 @@ class ResponsesStoreSettings(BaseSettings):
         "Seconds a stored Response is kept after it was made.",
         gt=0,
     )
+    responses_timeout: float = setting(
+        3.0,
+        "GENAI_RESPONSES_TIMEOUT",
+        "responses_timeout",
+        "Seconds a stored Responses' call may take (its database hung or down) before it is a "
+        "503; routes that do not use the store never wait for it.",
+        gt=0,
+        le=60,
+    )
 
     @field_validator("responses_db", mode="before")
     @classmethod
     def _path_or_url(cls, value: object) -> object:
         # A file may be given as a path (a URL may not: Path folds its "//").
         return str(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("responses_db", mode="after")
+    @classmethod
+    def _served(cls, value: str | None) -> str | None:
+        # A URL we do not serve is refused, never taken as a file's path (config/responses_db.py).
+        return None if value is None else served_location(value)
 
 
 class ProfilingSettings(BaseSettings):
@@ -336,6 +399,10 @@ class ServerSettings(
         return self.kv_events_topic.format(
             pod_ip=self.pod_ip or host_ip, port=self.port, model=model
         )
+
+    def kv_events_socket(self) -> KVEventsSocket:
+        """The socket GENAI_KV_EVENTS_ENDPOINT asks for; ``tcp://*`` binds POD_IP, else HOST."""
+        return kv_events_socket(self.kv_events_endpoint, self.pod_ip, self.host)
 
     @model_validator(mode="after")
     def _reload_means_one_worker(self) -> ServerSettings:

@@ -23,7 +23,6 @@ import pytest
 import yaml
 from kubernetes_validate.utils import validate
 
-from backends.engine.kv_events import binds
 from backends.types import KV_BLOCK_TOKENS
 from config.settings import REPO_ROOT, Settings, env_names
 from tests.conftest import make_client
@@ -290,8 +289,10 @@ def test_precise_routing_reads_what_the_server_publishes(monkeypatch: pytest.Mon
     assert producer["tokenProcessorConfig"]["blockSizeTokens"] == KV_BLOCK_TOKENS
     endpoint = settings.server.kv_events_endpoint
     events = producer["kvEventsConfig"]
-    assert binds(endpoint), "the picker connects to each pod: the pod binds"
+    where = settings.server.kv_events_socket()
     port = int(endpoint.rsplit(":", 1)[1])
+    # The picker connects to each pod's IP: the pod binds that, and no other interface.
+    assert (where.bind, where.address) == (True, f"tcp://10.1.2.3:{port}")
     assert events["discoverPods"] and events["podDiscoveryConfig"]["socketPort"] == port
     assert {"name": "kv-events", "containerPort": port, "protocol": "TCP"} in server["ports"]
     topic = settings.server.kv_events_topic_for(settings.model.model_name, "unused")
@@ -306,6 +307,35 @@ def test_precise_routing_reads_what_the_server_publishes(monkeypatch: pytest.Mon
     )
     assert tokens["vllm"]["url"] == f"http://{service['metadata']['name']}"
     assert service["spec"]["ports"][0]["port"] == 80
+
+
+def test_only_the_picker_reaches_the_kv_events_port() -> None:
+    """The events carry every tenant's prompt tokens: the precise overlay's NetworkPolicy
+    selects the server's pods and admits the picker's alone to the events' port; the HTTP port
+    stays open to all, as without it."""
+    objs = rendered(PRECISE)
+    policy = by_kind(objs, "NetworkPolicy")
+    server = server_container(objs)
+    deployment = next(o for o in objs if o["metadata"]["name"] == "onnx-genai-server")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    picker_labels = picker_deployment(objs)["spec"]["template"]["metadata"]["labels"]
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert spec["policyTypes"] == ["Ingress"]
+    named = {p["name"]: p["containerPort"] for p in server["ports"]}
+    opened: dict[int, list[Any]] = {}
+    for rule in spec["ingress"]:
+        for port in rule["ports"]:
+            number = named.get(port["port"], port["port"])
+            opened.setdefault(number, []).append(rule.get("from"))
+    assert set(opened) == {named["http"], named["kv-events"]}
+    assert opened[named["http"]] == [None], "the HTTP port: open to all, as before"
+    [[source]] = opened[named["kv-events"]]
+    assert set(source) == {"podSelector"}, "the picker's pods, in this namespace"
+    assert source["podSelector"]["matchLabels"].items() <= picker_labels.items()
+    assert not source["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    # The approximate overlay publishes no events: no policy.
+    assert not [o for o in rendered(APPROXIMATE) if o["kind"] == "NetworkPolicy"]
 
 
 @pytest.mark.parametrize("overlay", [APPROXIMATE, PRECISE], ids=["approximate", "precise"])

@@ -1,7 +1,7 @@
 """The gateway's view of a real server process (main_genai.py): with a key set, /metrics and the
 render routes answer the picker without one, the KV events of a request reach a subscriber as
-the router's central subscriber binds it, and an endpoint that cannot be bound stops the start
-with one line."""
+the router's central subscriber binds it, and an endpoint that cannot be bound, or cannot work
+at all, stops the start with one line."""
 
 from __future__ import annotations
 
@@ -66,3 +66,24 @@ def test_an_endpoint_in_use_stops_the_start_with_one_line() -> None:
         port = taken.getsockname()[1]
         proc = run_main(GENAI_KV_EVENTS_ENDPOINT=f"tcp://*:{port}", PORT=str(free_port()))
     assert_clean_failure(proc, f"GENAI_KV_EVENTS_ENDPOINT=tcp://*:{port}: cannot bind")
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "needle"),
+    [
+        ("tcp://*:99999", "port '99999'"),
+        ("inproc://kv", "reaches only this process"),
+        ("tcp://no-such-host.invalid:5557", "cannot resolve host 'no-such-host.invalid'"),
+    ],
+)
+def test_an_endpoint_that_cannot_work_is_refused_before_anything_starts(
+    endpoint: str, needle: str
+) -> None:
+    proc = run_main(GENAI_KV_EVENTS_ENDPOINT=endpoint)
+    assert_clean_failure(proc, "Invalid settings", "GENAI_KV_EVENTS_ENDPOINT", needle)
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_an_endpoint_that_connects_to_the_pod_itself_is_refused() -> None:
+    proc = run_main(GENAI_KV_EVENTS_ENDPOINT="tcp://10.9.8.7:5557", POD_IP="10.9.8.7")
+    assert_clean_failure(proc, "POD_IP", "would connect to this pod's own address")

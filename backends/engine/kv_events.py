@@ -18,11 +18,14 @@ prefix store), which the router weighs lower by default.
 
 One PUB socket serves the process; each model publishes on its own topic. The socket lives on
 the publisher's own thread (ZMQ sockets are not thread-safe, and every model's owner thread
-publishes): a publish is a queue put.
+publishes): a publish is a put on a bounded queue, dropped (and counted) when it is full.
+Where the socket goes (bind or connect, which address) the settings decide
+(config/kv_endpoint.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import socket
@@ -40,6 +43,10 @@ from backends.errors import StartupError
 log = logging.getLogger("genai.kv_events")
 
 GPU, CPU = "GPU", "CPU"  # vLLM's media: the engine's own KV, and its offload tier
+# The bounds on what the events may hold in memory (docs/deployment.md): messages kept for each
+# subscriber (ZMQ's SNDHWM; vLLM keeps 100,000), and batches waiting for the publisher's thread.
+SEND_HWM = 1000
+QUEUE_SIZE = 1000
 
 
 @dataclass(frozen=True)
@@ -87,12 +94,6 @@ def encode_batch(events: Sequence[KVEvent], ts: float, dp_rank: int = 0) -> byte
     return packed
 
 
-def binds(endpoint: str) -> bool:
-    """vLLM's rule: a wildcard address (or ipc/inproc) is bound, any other is connected to
-    (the router's central subscriber binds; a per-pod one connects to the pod's)."""
-    return "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
-
-
 def host_address() -> str:
     """The address this host's name resolves to (the pod IP when POD_IP is not set)."""
     try:
@@ -102,15 +103,47 @@ def host_address() -> str:
 
 
 class KVEventPublisher:
-    def __init__(self, endpoint: str, topic_for: Callable[[str], str], hwm: int = 100_000):
-        self.endpoint = endpoint
-        self.topic_for = topic_for
+    """One PUB socket at ``address`` (bound, or connected to a subscriber that binds), fed by
+    every model's sink through a queue of at most ``queue_size`` batches: a sink never blocks
+    its engine, and a batch that finds the queue full is dropped and counted (``dropped``, by
+    model). The socket keeps at most ``hwm`` messages for each subscriber (ZMQ's SNDHWM) and
+    drops the rest for it: whatever the subscribers do, memory stays bounded.
+
+    ``shown`` names the endpoint as the operator wrote it, in the log and in errors."""
+
+    def __init__(
+        self,
+        address: str,
+        bind: bool,
+        topic_for: Callable[[str], str],
+        *,
+        shown: str | None = None,
+        hwm: int = SEND_HWM,
+        queue_size: int = QUEUE_SIZE,
+    ) -> None:
+        self.address, self.bind, self.topic_for = address, bind, topic_for
+        self.shown = shown or address
         self._hwm = hwm
-        self._queue: queue.SimpleQueue[tuple[bytes, list[KVEvent], float] | None]
-        self._queue = queue.SimpleQueue()
+        self.queue_size = queue_size
+        self._queue: queue.Queue[tuple[bytes, list[KVEvent], float] | None]
+        self._queue = queue.Queue(maxsize=queue_size)
+        self._dropped: dict[str, int] = {}
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="kv-events", daemon=True)
         self._ready = threading.Event()
         self._error: Exception | None = None
+        self.opened = ""  # the address as ZMQ opened it (a bound port 0 is the real port)
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """Batches dropped because the queue was full, by model."""
+        with self._lock:
+            return dict(self._dropped)
+
+    @property
+    def queued(self) -> int:
+        """Batches waiting for the publisher's thread."""
+        return self._queue.qsize()
 
     def start(self, timeout: float = 10.0) -> None:
         """Open the socket (on the publisher's thread); a StartupError if it cannot be.
@@ -119,13 +152,19 @@ class KVEventPublisher:
             return
         self._thread.start()
         self._ready.wait(timeout)
+        verb = "bind" if self.bind else "connect"
         if self._error is not None:
             raise StartupError(
-                f"GENAI_KV_EVENTS_ENDPOINT={self.endpoint}: cannot "
-                f"{'bind' if binds(self.endpoint) else 'connect'}: {self._error}"
+                f"GENAI_KV_EVENTS_ENDPOINT={self.shown}: cannot {verb} {self.address}: "
+                f"{self._error}"
             )
         log.info(
-            "KV events on %s (%s)", self.endpoint, "bound" if binds(self.endpoint) else "connected"
+            "KV events on %s (%s %s; at most %d messages per subscriber, %d batches queued)",
+            self.shown,
+            "bound to" if self.bind else "connected to",
+            self.opened,
+            self._hwm,
+            self.queue_size,
         )
 
     def sink(self, model: str) -> KVEventSink:
@@ -133,24 +172,33 @@ class KVEventPublisher:
         topic = self.topic_for(model).encode()
 
         def publish(events: Sequence[KVEvent]) -> None:
-            if events:
-                self._queue.put((topic, list(events), time.time()))
+            if not events:
+                return
+            try:
+                self._queue.put_nowait((topic, list(events), time.time()))
+            except queue.Full:
+                with self._lock:
+                    self._dropped[model] = self._dropped.get(model, 0) + 1
 
         return publish
 
     def close(self, timeout: float = 2.0) -> None:
         """Send what is queued (the models' last AllBlocksCleared), then close."""
         if self._thread.is_alive():
-            self._queue.put(None)
+            with contextlib.suppress(queue.Full):
+                self._queue.put(None, timeout=timeout)
             self._thread.join(timeout)
 
     def _run(self) -> None:
         context = zmq.Context()
         pub = context.socket(zmq.PUB)
-        pub.set_hwm(self._hwm)
+        pub.setsockopt(zmq.SNDHWM, self._hwm)
         pub.setsockopt(zmq.LINGER, 1000)  # what is queued at close still goes, for 1 s
+        if "[" in self.address:
+            pub.setsockopt(zmq.IPV6, 1)
         try:
-            (pub.bind if binds(self.endpoint) else pub.connect)(self.endpoint)
+            (pub.bind if self.bind else pub.connect)(self.address)
+            self.opened = pub.getsockopt_string(zmq.LAST_ENDPOINT)
         except zmq.ZMQError as exc:
             self._error = exc
             pub.close(0)
@@ -162,6 +210,7 @@ class KVEventPublisher:
         while (item := self._queue.get()) is not None:
             topic, events, ts = item
             try:
+                # Never blocks: past SNDHWM a PUB drops the message for that subscriber.
                 pub.send_multipart([topic, seq.to_bytes(8, "big"), encode_batch(events, ts)])
             except zmq.ZMQError:
                 log.exception("KV events: a batch could not be sent")

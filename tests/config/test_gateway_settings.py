@@ -20,14 +20,15 @@ def test_everything_for_the_gateway_is_off_by_default() -> None:
     )
 
 
-@pytest.mark.parametrize("endpoint", ["tcp://*:5557", "tcp://epp.ns.svc:5557", "ipc:///run/kv"])
+@pytest.mark.parametrize("endpoint", ["tcp://*:5557", "tcp://localhost:5557", "ipc:///run/kv"])
 def test_zmq_endpoints_are_taken(endpoint: str) -> None:
     assert ServerSettings(kv_events_endpoint=f" {endpoint} ").kv_events_endpoint == endpoint
 
 
 @pytest.mark.parametrize("endpoint", ["localhost:5557", "http://epp:5557"])
 def test_what_zmq_cannot_open_is_refused(endpoint: str) -> None:
-    with pytest.raises(ValidationError, match="must start with one of tcp://"):
+    # More refusals in test_kv_endpoint.py.
+    with pytest.raises(ValidationError, match="must be tcp://HOST:PORT or ipc://PATH"):
         ServerSettings(kv_events_endpoint=endpoint)
 
 
