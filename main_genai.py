@@ -19,10 +19,11 @@ import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, get_args
 
 import uvicorn
 from pydantic import SecretStr, ValidationError
+from pydantic_core import ErrorDetails
 
 from backends.config import service_configs
 from backends.core.registry import ModelRegistry
@@ -33,27 +34,74 @@ from backends.models.loader import check_adapters, import_og, resolve_max_length
 from backends.models.providers import detect_available, select_provider
 from config.cli import parse_args
 from config.models_file import served_model_fields
-from config.settings import PARTS, Settings, SettingsError, env_name, unknown_env_names
+from config.settings import (
+    PARTS,
+    Settings,
+    SettingsError,
+    env_name,
+    split_csv,
+    unknown_env_names,
+)
 from routes.http.slow_clients import server_options
 from routes.responses.state import open_store
 
 log = logging.getLogger("genai.main")
 
 
-def _setting_names(loc: Any) -> str:
+# Settings whose value is a secret: API keys, and the Responses DSN (its password).
+_SECRET = {
+    name
+    for part in PARTS
+    for name, field in part.model_fields.items()
+    if SecretStr in (field.annotation, *get_args(field.annotation)) or name == "responses_db"
+}
+
+
+def _setting_field(loc: Any) -> tuple[str, str] | None:
+    """The setting a location names (by field or environment name): its field and env names."""
     for part in PARTS:
         for name, field in part.model_fields.items():
             if loc in (name, env_name(field)):
-                return f"{env_name(field)} / --{name.replace('_', '-')}"
-    return str(loc)
+                return name, env_name(field)
+    return None
+
+
+def _setting_names(loc: Any) -> str:
+    found = _setting_field(loc)
+    return f"{found[1]} / --{found[0].replace('_', '-')}" if found else str(loc)
+
+
+def _is_secret(loc: Any) -> bool:
+    found = _setting_field(loc)
+    return found is not None and found[0] in _SECRET
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One invalid setting in words: its names and pydantic's message, never the value given
+    (pydantic's ``input_value``), and no secret (a key, a DSN) that a message might quote."""
+    loc, given = error["loc"], error["input"]
+    message = error["msg"].removeprefix("Value error, ")
+    if loc:  # a field's own check
+        secrets = [given] if _is_secret(loc[0]) else []
+    else:  # a check across fields (a model validator): given is every value
+        fields = given.items() if isinstance(given, dict) else ()
+        secrets = [value for key, value in fields if _is_secret(key)]
+    for secret in secrets:
+        text = str(secret.get_secret_value() if isinstance(secret, SecretStr) else secret)
+        userinfo = text.partition("://")[2].rpartition("@")[0]  # a DSN's user:password
+        pieces = {text, *split_csv(text), userinfo, userinfo.partition(":")[2]}
+        for piece in sorted(pieces, key=len, reverse=True):
+            if len(piece) >= 4:  # shorter, *** would stand for letters of every word
+                message = message.replace(piece, "***")
+    return f"{_setting_names(loc[0])}: {message}" if loc else message
 
 
 def load_settings(overrides: dict[str, Any]) -> Settings:
     try:
         return Settings.load(**overrides)
     except ValidationError as exc:
-        problems = "; ".join(f"{_setting_names(e['loc'][0])}: {e['msg']}" for e in exc.errors())
-        raise StartupError(f"Invalid settings: {problems}") from None
+        problems = "; ".join(_problem(e) for e in exc.errors(include_url=False))
+        raise StartupError(" ".join(f"Invalid settings: {problems}".split())) from None  # one line
 
 
 def warn_unknown_env() -> None:

@@ -18,6 +18,7 @@ from config.settings import env_names
 from routes.responses.postgres_store import PostgresStore
 from routes.responses.store import StoreLimits
 from tests.conftest import DEMO_CONTEXT
+from tests.leaks import assert_not_leaked
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.live
@@ -94,6 +95,47 @@ def test_a_responses_db_laid_out_by_a_newer_server(postgres: PostgresServer) -> 
     postgres.sql(url, "UPDATE genai_responses_schema SET version = 9")
     proc = run_main(GENAI_RESPONSES_DB=url)
     assert_clean_failure(proc, "schema version 9", "knows versions up to 1", "a newer server")
+
+
+# Bad starts that once printed a secret: libpq quoting a malformed URL, a near-miss scheme taken
+# as a SQLite path (logged, password and all), pydantic's input_value holding the --api-key.
+KEY = "4f3c2b1a0e9d8c7b6a5f4e3d2c1b0a99"
+PASSWORD = "Pw-9f8e7d6c5b4a"
+PW_SPLIT = (PASSWORD[:7], PASSWORD[7:])
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        (
+            {"GENAI_RESPONSES_DB": "postgresql://app:{0}%zz{1}@db.example:5432/genai"},
+            "a % not followed by two hex digits",
+        ),
+        ({"GENAI_RESPONSES_DB": "postgresql://app:{0} {1}@db.example/genai"}, "has a space"),
+        ({"GENAI_RESPONSES_DB": "postgresql://app:{0}{1}@[::1:5432/genai"}, "[ has no matching ]"),
+        ({"GENAI_RESPONSES_DB": "postgresql+psycopg://app:{0}{1}@db/genai"}, "SQLAlchemy's"),
+        ({"GENAI_RESPONSES_DB": "mysql://app:{0}{1}@db/genai"}, "mysql:// is not a database"),
+        ({"GENAI_RESPONSES_DB": " postgresql://app:{0}{1}@db/genai"}, "whitespace"),
+        # Taken as PostgreSQL (a scheme is read in any case): what fails is the connection.
+        (
+            {"GENAI_RESPONSES_DB": "PostgreSQL://app:{0}{1}@127.0.0.1:1/genai"},
+            "Cannot open GENAI_RESPONSES_DB=postgresql://app@127.0.0.1:1/genai",
+        ),
+        (
+            {"WORKERS": "2", "GENAI_KV_EVENTS_ENDPOINT": "tcp://*:5557"},
+            "GENAI_KV_EVENTS_ENDPOINT needs WORKERS=1",
+        ),
+    ],
+)
+def test_a_bad_start_is_one_line_without_a_secret(env: dict[str, str], needle: str) -> None:
+    env = {name: value.format(*PW_SPLIT) for name, value in env.items()}
+    proc = run_main("--api-key", KEY, **env)
+    assert_clean_failure(proc, needle)
+    output = proc.stdout + proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, output
+    assert_not_leaked(output, PASSWORD, KEY)
+    first = env.get("GENAI_RESPONSES_DB", "-").strip().split("/")[0]
+    assert not (ROOT / first).exists(), "a URL was taken as a SQLite path"
 
 
 def test_max_length_beyond_context() -> None:
