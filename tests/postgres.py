@@ -14,6 +14,7 @@ import itertools
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -63,6 +64,45 @@ class PostgresServer:
     port: int = field(default_factory=free_port)
     _names: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
+    @property
+    def log(self) -> Path:
+        return self.data.parent / "server.log"
+
+    def start(self) -> None:
+        options = (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} "
+            # A throwaway cluster: nothing need survive a power cut.
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        )
+        self.run("pg_ctl", "start", "-w", "-D", str(self.data), "-l", str(self.log), "-o", options)
+
+    def stop(self, mode: str = "fast") -> None:
+        """``immediate``: as a crash would (no clean shutdown; the next start recovers)."""
+        self.run("pg_ctl", "stop", "-w", "-D", str(self.data), "-m", mode)
+
+    def processes(self) -> list[int]:
+        """The server's processes: the postmaster (first) and its children."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = []
+        for stat in glob.glob("/proc/[0-9]*/stat"):
+            try:
+                fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # it ended
+            if int(fields[1]) == postmaster:  # its parent
+                children.append(int(Path(stat).parent.name))
+        return [postmaster, *children]
+
+    def freeze(self) -> None:
+        """Stop every process of the server (``kill -STOP``): its sockets stay open and its
+        kernel acknowledges what is sent, but nothing answers (a hung database)."""
+        for pid in self.processes():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self.processes():
+            os.kill(pid, signal.SIGCONT)
+
     def url(self, dbname: str = "postgres") -> str:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{dbname}"
 
@@ -85,8 +125,7 @@ class PostgresServer:
             [str(self.bin / args[0]), *args[1:]], user=as_user, capture_output=True, text=True
         )
         if done.returncode != 0:
-            log = self.data.parent / "server.log"
-            more = log.read_text()[-2000:] if log.exists() else ""
+            more = self.log.read_text()[-2000:] if self.log.exists() else ""
             raise RuntimeError(f"{args[0]} failed: {done.stdout}{done.stderr}{more}")
 
 
@@ -99,20 +138,12 @@ def postgres_server() -> Iterator[PostgresServer]:
     if os.geteuid() == 0:
         shutil.chown(folder, "postgres")
     server = PostgresServer(bin_folder, folder / "data")
-    options = (
-        f"-c listen_addresses=127.0.0.1 -p {server.port} -k {server.data} "
-        # A throwaway cluster: nothing need survive a power cut.
-        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-    )
     try:
         server.run("initdb", "-D", str(server.data), "-U", USER, "--auth=trust", "--no-sync")
-        server.run(
-            "pg_ctl", "start", "-w", "-D", str(server.data), "-l", str(folder / "server.log"),
-            "-o", options,
-        )  # fmt: skip
+        server.start()
         try:
             yield server
         finally:
-            server.run("pg_ctl", "stop", "-D", str(server.data), "-m", "fast")
+            server.stop()
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -12,11 +12,23 @@ keep their clocks in step (NTP), as any TTL across hosts needs.
 The layout is versioned in ``genai_responses_schema``; the first replica to start migrates it,
 under an advisory lock, while the others wait; a version newer than this server knows stops it
 at start-up.
+
+A database that hangs or dies must cost its callers a 503 within ``timeout`` seconds, never
+more, and never a thread held for good: each connection has a statement (and lock) timeout, TCP
+keepalives and a user timeout (a host that vanished), a connect timeout; a connection still
+busy a second past ``timeout`` (a server that stopped answering: ``kill -STOP``, whose kernel
+still acknowledges every packet) has its socket shut down, which ends the call at once. The
+pool gives up reconnecting after ``timeout`` and starts again at the next call, so a database
+that comes back is used within a second or two, not after a long backoff.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,12 +43,15 @@ from routes.responses.store import (
     EXPIRED,
     OVER_LIMIT,
     Evictions,
+    StoreCalls,
     StoredResponse,
     StoreLimits,
     StoreUnavailable,
     decode,
     encode,
     migrate,
+    new_secret,
+    owner_hash,
     too_large,
 )
 
@@ -44,7 +59,8 @@ log = logging.getLogger("genai.responses")
 
 SCHEMES = ("postgresql://", "postgres://")
 _MIGRATION_LOCK = 0x67656E6169  # pg_advisory_xact_lock's key for the migration ("genai")
-MIGRATIONS = (
+Step = str | Callable[[Connection[Any]], None]  # a statement, or a function of the database
+MIGRATIONS: tuple[tuple[Step, ...], ...] = (
     (
         """CREATE TABLE genai_responses (
             seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- the order they were stored in
@@ -80,7 +96,25 @@ MIGRATIONS = (
             REFERENCING OLD TABLE AS removed
             FOR EACH STATEMENT EXECUTE FUNCTION genai_responses_removed()""",
     ),
+    (
+        """CREATE TABLE genai_responses_secret (
+            one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+            key TEXT NOT NULL                   -- hex: the owners are HMACs under it
+        )""",
+        lambda db: _owners_under_a_secret(db),  # (defined below)
+    ),
 )
+
+
+def _owners_under_a_secret(db: Connection[Any]) -> None:
+    """Make the table's secret, and keep the owners already stored as its HMAC of them."""
+    secret = new_secret()
+    db.execute("INSERT INTO genai_responses_secret VALUES (TRUE, %s)", (secret,))
+    rows = db.execute("SELECT seq, owner FROM genai_responses WHERE owner IS NOT NULL").fetchall()
+    hashed = [(owner_hash(bytes.fromhex(secret), owner), seq) for seq, owner in rows]
+    db.cursor().executemany("UPDATE genai_responses SET owner = %s WHERE seq = %s", hashed)
+
+
 # The oldest rows to drop: those up to the first whose running count and bytes reach what is
 # over the bounds (an index scan that stops there).
 _EVICT = """
@@ -119,17 +153,18 @@ class PostgresStore:
         limits: StoreLimits,
         clock: Callable[[], float] = time.time,
         *,
-        timeout: float = 10.0,
+        timeout: float = 3.0,
         pool_size: int = 4,
     ) -> None:
         self.where = f"GENAI_RESPONSES_DB={describe(url)}"
         self.limits = limits
         self.evictions = Evictions()
         self._clock = clock
-        wait = max(2, round(timeout))  # libpq's connect_timeout: whole seconds, 2 at least
+        self._hang_up_after = timeout + 1.0
+        kwargs = connection_options(timeout)
         # One connection first: its failure says why (refused, a password, no database), and
         # the layout is migrated before any request can see it.
-        with psycopg.connect(url, autocommit=True, connect_timeout=wait) as db:
+        with psycopg.connect(url, **kwargs) as db:
             self._migrate(db)
         self._pool = ConnectionPool(
             url,
@@ -137,11 +172,16 @@ class PostgresStore:
             max_size=pool_size,
             open=False,
             timeout=timeout,  # waiting for a free connection
-            check=ConnectionPool.check_connection,  # a database restarted: a fresh one
-            kwargs={"autocommit": True, "connect_timeout": wait},
+            check=self._check,  # a database restarted: a fresh one
+            kwargs=kwargs,
+            # Then a new attempt at the next call, not a growing backoff. (No max_waiting:
+            # the calls' own bound keeps the queue short, and the pool grows again only for a
+            # caller that queued.)
+            reconnect_timeout=timeout,
             name="genai-responses",
         )
-        self._pool.open(wait=True, timeout=timeout)
+        self._pool.open(wait=True, timeout=max(timeout, 5.0))
+        self.calls = StoreCalls(pool_size, timeout)
 
     def _migrate(self, db: Connection[Any]) -> None:
         with db.transaction():
@@ -155,7 +195,16 @@ class PostgresStore:
                 db.execute("DELETE FROM genai_responses_schema")
                 db.execute("INSERT INTO genai_responses_schema VALUES (%s)", (version,))
 
-            migrate(self.where, (row and row[0]) or 0, MIGRATIONS, db.execute, set_version)
+            def run(step: Step) -> None:
+                if callable(step):
+                    step(db)
+                else:
+                    db.execute(step)
+
+            migrate(self.where, (row and row[0]) or 0, MIGRATIONS, run, set_version)
+            secret = db.execute("SELECT key FROM genai_responses_secret").fetchone()
+        assert secret is not None, "made by the second migration"
+        self._secret = bytes.fromhex(secret[0])
 
     def put(self, stored: StoredResponse) -> bool:
         body, size = encode(stored)
@@ -170,7 +219,7 @@ class PostgresStore:
             db.execute(
                 "INSERT INTO genai_responses (id, owner, expires, bytes, body)"
                 " VALUES (%s, %s, %s, %s, %s)",
-                (stored.id, stored.owner, now + limits.ttl, size, body),
+                (stored.id, self._owner(stored.owner), now + limits.ttl, size, body),
             )
             count, total = _totals(db)
             evicted = 0
@@ -185,7 +234,7 @@ class PostgresStore:
         with self._connection() as db:
             row = db.execute(
                 f"SELECT body FROM genai_responses WHERE {_OWNED}",
-                (response_id, owner, self._clock()),
+                (response_id, self._owner(owner), self._clock()),
             ).fetchone()
         return None if row is None else decode(response_id, row[0], owner)
 
@@ -193,7 +242,8 @@ class PostgresStore:
         with self._connection() as db, db.transaction():
             db.execute("SELECT 1 FROM genai_responses_totals FOR UPDATE")
             gone = db.execute(
-                f"DELETE FROM genai_responses WHERE {_OWNED}", (response_id, owner, self._clock())
+                f"DELETE FROM genai_responses WHERE {_OWNED}",
+                (response_id, self._owner(owner), self._clock()),
             )
             return gone.rowcount > 0
 
@@ -204,20 +254,74 @@ class PostgresStore:
         except StoreUnavailable:
             return None
 
+    def _owner(self, owner: str | None) -> str | None:
+        return owner_hash(self._secret, owner)
+
     def close(self) -> None:
+        self.calls.close()
         self._pool.close()
+
+    def _check(self, db: Connection[Any]) -> None:
+        with _hang_up_after(db, self._hang_up_after):
+            ConnectionPool.check_connection(db)
 
     @contextmanager
     def _connection(self, timeout: float | None = None) -> Iterator[Connection[Any]]:
         """A pooled connection; the database out of reach is :class:`StoreUnavailable`."""
         try:
-            with self._pool.connection(timeout) as db:
+            with self._pool.connection(timeout) as db, _hang_up_after(db, self._hang_up_after):
                 yield db
         except (PoolTimeout, psycopg.OperationalError) as exc:
             log.warning("%s: %s", self.where, exc)
             raise StoreUnavailable(
                 "The stored responses cannot be reached now (their database); retry later."
             ) from None
+
+
+def connection_options(timeout: float) -> dict[str, Any]:
+    """libpq's options for a connection that never makes a caller wait much past ``timeout``
+    seconds: the server ends a statement (or a lock wait) past it, and the session of a client
+    that stopped mid-transaction (its row lock would stop every writer); keepalives and a TCP
+    user timeout notice a host that is gone; connecting waits ``timeout`` at most (libpq counts
+    whole seconds, 2 at least)."""
+    ms = max(1, round(timeout * 1000))
+    server = (
+        f"-c statement_timeout={ms} -c lock_timeout={ms} "
+        f"-c idle_in_transaction_session_timeout={4 * ms}"
+    )
+    return {
+        "autocommit": True,
+        "connect_timeout": max(2, math.ceil(timeout)),
+        "options": server,
+        "keepalives": 1,
+        "keepalives_idle": 5,
+        "keepalives_interval": 2,
+        "keepalives_count": 3,
+        "tcp_user_timeout": ms,
+    }
+
+
+@contextmanager
+def _hang_up_after(db: Connection[Any], seconds: float) -> Iterator[None]:
+    """Shut ``db``'s socket down if it is still in use after ``seconds``: libpq then reads the
+    end of the stream and fails the call, where a server that stopped answering (but whose
+    kernel still acknowledges) would have held it for good."""
+    timer = threading.Timer(seconds, _hang_up, (db,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _hang_up(db: Connection[Any]) -> None:
+    try:
+        with socket.socket(fileno=os.dup(db.pgconn.socket)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+        log.warning("a stored responses' call took too long: its connection was hung up")
+    except (OSError, psycopg.Error):
+        pass  # already closed
 
 
 def _totals(db: Connection[Any]) -> tuple[int, int]:

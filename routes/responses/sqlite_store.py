@@ -4,12 +4,18 @@ processes of one host may share (WAL mode needs a local disk, not a network file
 
 Its layout is versioned by SQLite's ``user_version``: version 1 is the table as it was before
 versions were counted (a file made then reads as 0 and its tables are kept), version 2 adds
-each row's owner (the rows already stored have none: only a server without keys sees them).
+each row's owner (the rows already stored have none: only a server without keys sees them),
+version 3 the owner secret (the owners already stored are hashed under it, so their keys keep
+them). The file (and its WAL files, which SQLite makes with the file's mode) is its owner's
+alone (0600): it holds every key's prompts.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,17 +26,24 @@ from routes.responses.store import (
     EXPIRED,
     OVER_LIMIT,
     Evictions,
+    StoreCalls,
     StoredResponse,
     StoreLimits,
     StoreUnavailable,
     decode,
     encode,
     migrate,
+    new_secret,
     oldest_to_evict,
+    owner_hash,
     too_large,
 )
 
-MIGRATIONS = (
+log = logging.getLogger("genai.responses")
+
+
+Step = str | Callable[[sqlite3.Connection], None]  # a statement, or a function of the table
+MIGRATIONS: tuple[tuple[Step, ...], ...] = (
     (
         """CREATE TABLE IF NOT EXISTS responses (
             seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- the order they were stored in
@@ -55,7 +68,20 @@ MIGRATIONS = (
         END""",
     ),
     ("ALTER TABLE responses ADD COLUMN owner TEXT",),  # the hash of the key that made it
+    (
+        "CREATE TABLE secret (one INTEGER PRIMARY KEY CHECK (one = 1), key TEXT NOT NULL)",
+        lambda db: _owners_under_a_secret(db),  # (defined below)
+    ),
 )
+
+
+def _owners_under_a_secret(db: sqlite3.Connection) -> None:
+    """Make the table's secret, and keep the owners already stored as its HMAC of them."""
+    secret = new_secret()
+    db.execute("INSERT INTO secret VALUES (1, ?)", (secret,))
+    rows = db.execute("SELECT seq, owner FROM responses WHERE owner IS NOT NULL").fetchall()
+    hashed = [(owner_hash(bytes.fromhex(secret), owner), seq) for seq, owner in rows]
+    db.executemany("UPDATE responses SET owner = ? WHERE seq = ?", hashed)
 
 
 class SqliteStore:
@@ -68,19 +94,23 @@ class SqliteStore:
         path: Path | None,
         limits: StoreLimits,
         clock: Callable[[], float] = time.time,
+        *,
+        timeout: float = 3.0,
     ) -> None:
         self.path = path
         self.limits = limits
         self.evictions = Evictions()
         self._clock = clock
         self._lock = threading.Lock()
+        self.calls = StoreCalls(2, timeout)  # one connection: more threads would only wait
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+            _owners_only(path)
         # Autocommit; each change is one explicit transaction. A file waits for another
         # process's write (WAL: readers never wait).
         self._db = sqlite3.connect(
             ":memory:" if path is None else str(path),
-            timeout=10.0,
+            timeout=timeout,
             isolation_level=None,
             check_same_thread=False,
         )
@@ -96,9 +126,11 @@ class SqliteStore:
                 where,
                 version,
                 MIGRATIONS,
-                db.execute,
+                lambda step: step(db) if callable(step) else db.execute(step),
                 lambda v: db.execute(f"PRAGMA user_version = {int(v)}"),
             )
+            (secret,) = db.execute("SELECT key FROM secret").fetchone()
+        self._secret = bytes.fromhex(secret)
 
     def put(self, stored: StoredResponse) -> bool:
         body, size = encode(stored)
@@ -112,7 +144,7 @@ class SqliteStore:
             db.execute("DELETE FROM responses WHERE id = ?", (stored.id,))
             db.execute(
                 "INSERT INTO responses (id, owner, expires, bytes, body) VALUES (?, ?, ?, ?, ?)",
-                (stored.id, stored.owner, now + limits.ttl, size, body),
+                (stored.id, self._owner(stored.owner), now + limits.ttl, size, body),
             )
             count, total = db.execute("SELECT count, bytes FROM totals").fetchone()
             evicted = 0
@@ -130,7 +162,7 @@ class SqliteStore:
         with self._lock, _unavailable():
             row = self._db.execute(
                 "SELECT body FROM responses WHERE id = ? AND owner IS ? AND expires > ?",
-                (response_id, owner, self._clock()),
+                (response_id, self._owner(owner), self._clock()),
             ).fetchone()
         return None if row is None else decode(response_id, row[0], owner)
 
@@ -138,7 +170,7 @@ class SqliteStore:
         with self._transaction() as db:
             cursor = db.execute(
                 "DELETE FROM responses WHERE id = ? AND owner IS ? AND expires > ?",
-                (response_id, owner, self._clock()),
+                (response_id, self._owner(owner), self._clock()),
             )
             return cursor.rowcount > 0
 
@@ -150,7 +182,11 @@ class SqliteStore:
             return None
         return int(count), int(size)
 
+    def _owner(self, owner: str | None) -> str | None:
+        return owner_hash(self._secret, owner)
+
     def close(self) -> None:
+        self.calls.close()
         with self._lock:
             self._db.close()
 
@@ -166,6 +202,20 @@ class SqliteStore:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+
+
+def _owners_only(path: Path) -> None:
+    """The file and its WAL files readable by their owner alone (0600): made so, or made so
+    now (a file from before); a file another user owns is left as it is, saying so."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if stat.S_IMODE(file.stat().st_mode) & 0o077:
+                file.chmod(0o600)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("%s stays readable by others (%s): it holds every key's prompts", file, exc)
 
 
 @contextmanager

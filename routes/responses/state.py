@@ -11,8 +11,8 @@ prefix reuse finds the earlier turn's KV cache (docs/api/responses.md says how f
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +40,10 @@ from schemas.responses import InputItem, ResponsesRequest, ResponsesResponse
 log = logging.getLogger("genai.responses")
 
 MIB = 1024 * 1024
+# What a stored response's id can be (ours are resp_ and 32 hex digits; OpenAI's are longer):
+# anything else is unknown without asking the store (a NUL is a 500 in PostgreSQL, a long one
+# a long round trip and a long error).
+_STORED_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _ITEM: TypeAdapter[Any] = TypeAdapter(InputItem)
 _ID_PREFIX = {
     "message": ids.MESSAGE,
@@ -68,19 +72,20 @@ def open_store(settings: ServerSettings) -> ResponseStore:
     limits = StoreLimits(
         settings.responses_max, int(settings.responses_max_mib * MIB), settings.responses_ttl
     )
-    location = settings.responses_db
+    location, timeout = settings.responses_db, settings.responses_timeout
     try:
         if location is not None and postgres_store.is_url(location):
-            return PostgresStore(location, limits)
-        return SqliteStore(Path(location).expanduser() if location else None, limits)
+            return PostgresStore(location, limits, timeout=timeout)
+        path = Path(location).expanduser() if location else None
+        return SqliteStore(path, limits, timeout=timeout)
     except UnknownSchema as exc:
         raise StartupError(str(exc)) from None
     except (sqlite3.Error, psycopg.Error, OSError, StoreUnavailable) as exc:
         url = location is not None and postgres_store.is_url(location)
-        shown = postgres_store.describe(location) if url and location else location
+        named = postgres_store.describe(location) if url and location else location
         reason = " ".join(str(exc).split())  # libpq's messages span lines
         end = "" if reason.endswith((".", "?")) else "."
-        raise StartupError(f"Cannot open GENAI_RESPONSES_DB={shown}: {reason}{end}") from None
+        raise StartupError(f"Cannot open GENAI_RESPONSES_DB={named}: {reason}{end}") from None
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,7 @@ class Turn:
         body = response.model_dump(mode="json", by_alias=True)
         stored = StoredResponse(response.id, body, items, _kept(transcript), self.owner)
         try:
-            kept = await asyncio.to_thread(self.store.put, stored)
+            kept = await self.store.calls(self.store.put, stored)
         except StoreUnavailable:
             log.warning("response %s not stored: the store cannot be reached", response.id)
             kept = False
@@ -123,10 +128,12 @@ async def begin(body: ResponsesRequest, store: ResponseStore, owner: str | None 
     earlier: list[dict[str, Any]] = []
     continues = None
     if body.previous_response_id is not None:
-        previous = await asyncio.to_thread(store.get, body.previous_response_id, owner)
+        previous = None
+        if _STORED_ID.fullmatch(body.previous_response_id):
+            previous = await store.calls(store.get, body.previous_response_id, owner)
         if previous is None:
             raise PreviousResponseNotFound(
-                f"Previous response with id '{body.previous_response_id}' not found.",
+                f"Previous response with id '{shown(body.previous_response_id)}' not found.",
                 param="previous_response_id",
             )
         earlier = previous.conversation()
@@ -150,14 +157,18 @@ def _transcript(kept: dict[str, Any] | None) -> Transcript | None:
 
 async def stored(store: ResponseStore, response_id: str, owner: str | None) -> StoredResponse:
     """``owner``'s stored response (404 for another owner's, as for one never stored)."""
-    found = await asyncio.to_thread(store.get, response_id, owner)
+    found = None
+    if _STORED_ID.fullmatch(response_id):
+        found = await store.calls(store.get, response_id, owner)
     if found is None:
         raise _not_found(response_id)
     return found
 
 
 async def delete(store: ResponseStore, response_id: str, owner: str | None) -> None:
-    if not await asyncio.to_thread(store.delete, response_id, owner):
+    if not _STORED_ID.fullmatch(response_id) or not await store.calls(
+        store.delete, response_id, owner
+    ):
         raise _not_found(response_id)
 
 
@@ -192,12 +203,18 @@ def page(
 def _index(items: list[dict[str, Any]], item_id: str, param: str) -> int:
     at = next((i for i, item in enumerate(items) if item.get("id") == item_id), None)
     if at is None:
-        raise InvalidRequest(f"No input item {item_id!r} in this response.", param=param)
+        raise InvalidRequest(f"No input item '{shown(item_id)}' in this response.", param=param)
     return at
 
 
 def _not_found(response_id: str) -> ResponseNotFound:
-    return ResponseNotFound(f"Response with id '{response_id}' not found.")
+    return ResponseNotFound(f"Response with id '{shown(response_id)}' not found.")
+
+
+def shown(given: str, at_most: int = 64) -> str:
+    """An id as an error message repeats it: control characters escaped, and cut short."""
+    escaped = given[: at_most + 1].encode("unicode_escape").decode("ascii")
+    return escaped if len(escaped) <= at_most else escaped[:at_most] + "…"
 
 
 def _with_id(item: Any) -> dict[str, Any]:

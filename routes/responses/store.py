@@ -15,16 +15,24 @@ byte bound keeps that in check.
 
 Each row belongs to an owner: the hash of the API key that made it (routes/http/auth.py), or
 None without keys. A reader sees only its own owner's rows; to any other, a row does not exist.
+The table keeps an HMAC of that hash under its own secret (made at random with the table, kept
+in it, so every replica agrees), not the hash itself: a key cannot be guessed back from the
+rows without the secret, nor a row matched with the same key's hash elsewhere.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import hmac
 import json
 import logging
+import secrets
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from backends.errors import GenAIError
 
@@ -32,6 +40,8 @@ log = logging.getLogger("genai.responses")
 
 # Why a stored response was dropped before anyone deleted it.
 EXPIRED, OVER_LIMIT = "expired", "limit"
+T = TypeVar("T")
+S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -61,11 +71,12 @@ class StoreLimits:
 
 class ResponseStore(Protocol):
     """What the Responses routes need of a table; every method is a short blocking call (run
-    it off the event loop), safe from any thread. The reads and writes raise
-    :class:`StoreUnavailable` when the table cannot be reached."""
+    it off the event loop, through ``calls``), safe from any thread. The reads and writes
+    raise :class:`StoreUnavailable` when the table cannot be reached."""
 
     limits: StoreLimits
     evictions: Evictions
+    calls: StoreCalls
 
     def put(self, stored: StoredResponse) -> bool:
         """Keep ``stored`` (evicting the oldest past a bound); False when it alone is larger
@@ -94,6 +105,41 @@ class StoreUnavailable(GenAIError):
     status_code = 503
     error_type = "service_unavailable"
     code = "responses_store_unavailable"
+
+
+class StoreCalls:
+    """The store's blocking calls, off the event loop on their own few threads (never the
+    default pool, which other routes' work shares: a slow database must not delay them), each
+    answered within ``deadline`` seconds or a :class:`StoreUnavailable`. At most ``queued``
+    calls wait for a thread; more are a 503 at once. A call past its deadline may still finish
+    on its thread (the table's own timeouts end it soon after)."""
+
+    def __init__(self, threads: int, deadline: float, queued: int = 16) -> None:
+        self.deadline = deadline
+        self._room = threading.BoundedSemaphore(threads + queued)
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="genai-responses-store")
+
+    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+        if not self._room.acquire(blocking=False):
+            raise _unavailable("too many calls are waiting for it")
+        try:
+            future = self._pool.submit(fn, *args)
+        except BaseException:
+            self._room.release()
+            raise
+        future.add_done_callback(lambda _: self._room.release())  # run, failed or cancelled
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.deadline)
+        except TimeoutError:
+            raise _unavailable(f"no answer within {self.deadline:g} s") from None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _unavailable(why: str) -> StoreUnavailable:
+    log.warning("stored responses: %s", why)
+    return StoreUnavailable(f"The stored responses cannot be reached now ({why}); retry later.")
 
 
 class UnknownSchema(Exception):
@@ -153,16 +199,29 @@ def oldest_to_evict(
     return last
 
 
+def new_secret() -> str:
+    """A table's owner secret, as it keeps it (hex)."""
+    return secrets.token_hex(32)
+
+
+def owner_hash(secret: bytes, owner: str | None) -> str | None:
+    """What a table keeps for ``owner`` (None stays None: no keys)."""
+    if owner is None:
+        return None
+    return "hmac-sha256:" + hmac.new(secret, owner.encode(), hashlib.sha256).hexdigest()
+
+
 def migrate(
     where: str,
     current: int,
-    migrations: Sequence[Sequence[str]],
-    run: Callable[[str], object],
+    migrations: Sequence[Sequence[S]],
+    run: Callable[[S], object],
     set_version: Callable[[int], object],
 ) -> None:
     """Bring a table at schema version ``current`` (0: none yet) to the newest one, running
-    each later migration's statements in order (the caller holds one transaction and a lock
-    around it); refuse a version newer than this server knows."""
+    each later migration's steps in order (``run`` runs one: a statement, or a function of the
+    caller's; the caller holds one transaction and a lock around it); refuse a version newer
+    than this server knows."""
     known = len(migrations)
     if current > known:
         raise UnknownSchema(

@@ -14,6 +14,7 @@ import pytest
 from backends.errors import StartupError
 from bench.harness.server import free_port
 from config.settings import ServerSettings
+from routes.responses import postgres_store
 from routes.responses.postgres_store import PostgresStore
 from routes.responses.sqlite_store import MIGRATIONS, SqliteStore
 from routes.responses.state import open_store
@@ -60,6 +61,66 @@ def test_a_file_from_before_versions_keeps_its_rows(tmp_path: Path) -> None:
 
 
 @pytest.mark.unit
+def test_owners_stored_before_the_secret_keep_their_rows(tmp_path: Path) -> None:
+    """A file at version 2 kept the key's bare hash; version 3 keeps an HMAC of it under the
+    table's secret, and the key still reaches its row."""
+    path = tmp_path / "responses.db"
+    SqliteStore(path, LIMITS).close()
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE secret")
+        db.execute("PRAGMA user_version = 2")
+        db.execute(
+            "INSERT INTO responses (id, owner, expires, bytes, body) VALUES (?, ?, 9e12, 41, ?)",
+            ("resp_old", "sha256:aa", OLD_BODY),
+        )
+    s = SqliteStore(path, LIMITS)
+    assert s.get("resp_old", "sha256:aa") == StoredResponse(
+        "resp_old", {"output": []}, [], owner="sha256:aa"
+    )
+    assert s.get("resp_old", "sha256:bb") is None and s.get("resp_old") is None
+    s.close()
+    with sqlite3.connect(path) as db:
+        [(owner,)] = db.execute("SELECT owner FROM responses").fetchall()
+    assert owner.startswith("hmac-sha256:") and "aa" not in owner.removeprefix("hmac-sha256:")
+
+
+@pytest.mark.live
+def test_owners_stored_before_the_secret_keep_their_rows_in_postgres(
+    postgres: PostgresServer,
+) -> None:
+    url = postgres.new_database()
+    PostgresStore(url, LIMITS).close()
+    for statement in (
+        "DROP TABLE genai_responses_secret",
+        "UPDATE genai_responses_schema SET version = 1",
+        "INSERT INTO genai_responses (id, owner, expires, bytes, body)"
+        " VALUES ('resp_old', 'sha256:aa', 9e12, 41, '" + OLD_BODY + "')",
+    ):
+        postgres.sql(url, statement)
+    s = PostgresStore(url, LIMITS)
+    assert s.get("resp_old", "sha256:aa") is not None
+    assert s.get("resp_old", "sha256:bb") is None
+    s.close()
+    [(owner,)] = postgres.sql(url, "SELECT owner FROM genai_responses")
+    assert owner.startswith("hmac-sha256:")
+    # Another replica on the table reads the same secret.
+    assert PostgresStore(url, LIMITS).get("resp_old", "sha256:aa") is not None
+
+
+@pytest.mark.unit
+def test_the_file_is_its_owners_alone(tmp_path: Path) -> None:
+    path = tmp_path / "responses.db"
+    s = SqliteStore(path, LIMITS)
+    s.put(StoredResponse("resp_a", {"output": []}, []))
+    modes = {f.name: oct(f.stat().st_mode & 0o777) for f in tmp_path.iterdir()}
+    s.close()
+    assert modes["responses.db"] == "0o600" and modes["responses.db-wal"] == "0o600", modes
+    path.chmod(0o644)  # a file from before
+    SqliteStore(path, LIMITS).close()
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.unit
 def test_a_newer_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "responses.db"
     SqliteStore(path, LIMITS).close()
@@ -91,7 +152,8 @@ def test_a_newer_database_is_refused(postgres: PostgresServer) -> None:
     with pytest.raises(StartupError) as refused:
         open_store(ServerSettings(responses_db=url))
     message = str(refused.value)
-    assert "schema version 9" in message and "up to 1" in message
+    assert "schema version 9" in message
+    assert f"up to {len(postgres_store.MIGRATIONS)}" in message
     assert "GENAI_RESPONSES_DB=postgresql://genai@127.0.0.1:" in message
 
 
@@ -113,7 +175,8 @@ def test_replicas_starting_at_once_migrate_once(postgres: PostgresServer) -> Non
     for t in threads:
         t.join(60)
     assert not failures, failures
-    assert postgres.sql(url, "SELECT version FROM genai_responses_schema") == [(1,)]
+    newest = len(postgres_store.MIGRATIONS)
+    assert postgres.sql(url, "SELECT version FROM genai_responses_schema") == [(newest,)]
     assert opened[0].put(StoredResponse("resp_1", {"output": []}, []))
     assert all(s.get("resp_1") is not None for s in opened)
     for s in opened:

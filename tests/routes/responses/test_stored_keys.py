@@ -2,7 +2,7 @@
 model: every stored-Responses route, from the other key, answers exactly as for an id never
 stored (GET, input_items and DELETE 404; previous_response_id 400 ``previous_response_not_found``,
 as OpenAI answers an unknown one), whichever header carries the key; the owner's key still
-reaches it all; and the store keeps a hash of the key, never the key."""
+reaches it all; and the store keeps an HMAC of the key's hash, never the key."""
 
 from __future__ import annotations
 
@@ -102,8 +102,10 @@ def test_the_store_keeps_a_hash_of_the_key_never_the_key(keyed: TestClient) -> N
     [(owner, body)] = store._db.execute(
         "SELECT owner, body FROM responses WHERE id = ?", (made["id"],)
     ).fetchall()
-    assert owner == "sha256:" + hashlib.sha256(A.encode()).hexdigest()
-    assert A not in owner and A not in body
+    # An HMAC of the key's hash, under the table's secret: neither the key nor its bare hash.
+    bare = hashlib.sha256(A.encode()).hexdigest()
+    assert owner.startswith("hmac-sha256:") and bare not in owner
+    assert A not in owner and A not in body and bare not in body
 
 
 def _streamed(client: TestClient, headers: dict[str, str]) -> dict[str, Any]:
