@@ -21,6 +21,7 @@ from backends.core.registry import ModelRegistry
 from backends.engine.kv_events import KVEventPublisher, host_address
 from config.models_file import served_model_fields
 from config.settings import Settings
+from metrics.kv_events import KVEventCollector
 from metrics.prometheus import ServerMetrics
 from metrics.responses_store import ResponseStoreCollector
 from routes.anthropic import router as anthropic
@@ -36,7 +37,7 @@ from routes.native import generate
 from routes.native import router as native
 from routes.ollama import router as ollama
 from routes.openai import router as openai
-from routes.ops import admin
+from routes.ops import admin, requests
 from routes.ops import router as ops
 from routes.responses import router as responses
 from routes.responses.state import open_store
@@ -103,8 +104,12 @@ def kv_event_publisher(settings: Settings) -> KVEventPublisher | None:
     if not server.kv_events_endpoint:
         return None
     host = host_address() if not server.pod_ip else server.pod_ip
+    where = server.kv_events_socket()
     return KVEventPublisher(
-        server.kv_events_endpoint, lambda model: server.kv_events_topic_for(model, host)
+        where.address,
+        where.bind,
+        lambda model: server.kv_events_topic_for(model, host),
+        shown=server.kv_events_endpoint,
     )
 
 
@@ -133,10 +138,13 @@ def create_app(
     app.state.metrics = metrics
     app.state.responses = open_store(settings.server)  # closed when the lifespan ends
     metrics.registry.register(ResponseStoreCollector(app.state.responses))
+    if kv_events is not None:
+        metrics.registry.register(KVEventCollector(kv_events))
     install_error_handlers(app)
     app.include_router(native.router)
     app.include_router(ops.router)
     app.include_router(admin.router)
+    app.include_router(requests.router)
     app.include_router(openai.router)
     app.include_router(responses.router)
     app.include_router(generate.router)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from annotated_types import Ge, Gt, Le, MinLen
+from annotated_types import Ge, Gt, Le, MaxLen, MinLen
 
 from backends.types import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, Speculative
 
@@ -41,7 +41,8 @@ SamplingDefaultsName = Literal["model", "api"]
 SPECULATIVE_TOKENS_MAX = 32
 PROMPT_LOOKUP_LIMIT = 16
 MAX_KV_CACHE_MIB = 2.0**30  # 1 PiB: any real budget, and finite once counted in bytes
-Name = Annotated[str, MinLen(1)]
+MAX_NAME_CHARS = 128  # a served name's length at most: names go into /metrics and /health
+Name = Annotated[str, MinLen(1), MaxLen(MAX_NAME_CHARS)]
 Count = Annotated[int, Ge(0)]  # 0 is allowed: it turns the feature off
 AtLeastOne = Annotated[int, Ge(1)]
 Tokens = Annotated[int, Gt(0)]

@@ -42,7 +42,11 @@ class Health(BaseModel):
     status: Literal["ok", "loading", "error"]
     backend: Literal["onnx-genai"] = "onnx-genai"
     device: str
-    model_dir: str
+    model_dir: str | None = Field(
+        None,
+        description="The default model's folder: only for a caller that sends a valid API key "
+        "(the route is open; a path on the host is not for anyone who asks).",
+    )
     models: dict[str, Literal["ok", "loading", "error"]] = Field(
         default_factory=dict, description="Every served model's status (the first: default)."
     )

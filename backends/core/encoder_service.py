@@ -27,6 +27,7 @@ from backends.core.model_service import (
     ServiceStats,
     Status,
 )
+from backends.core.owner import current_owner
 from backends.engine.encoder.pooling import Array, normalized, shortened, sigmoid
 from backends.engine.encoder.runner import EncoderRunner
 from backends.engine.encoder.tokenize import Encoded, EncoderTokenizer
@@ -75,6 +76,7 @@ class _Flight:
     tokens: int = 0
     started: float = field(default_factory=time.perf_counter)
     futures: list[Future[Array]] = field(default_factory=list)
+    owner: str | None = field(default_factory=current_owner)  # whose it is
 
 
 class EncoderService(ModelService):
@@ -151,7 +153,7 @@ class EncoderService(ModelService):
     def stats(self) -> ServiceStats:
         now = time.perf_counter()
         requests = tuple(
-            RequestStats(rid, "running", f.tokens, 0, now - f.started)
+            RequestStats(rid, "running", f.tokens, 0, now - f.started, owner=f.owner)
             for rid, f in list(self._inflight.items())
         )
         return ServiceStats(running=len(requests), waiting=0, requests=requests)

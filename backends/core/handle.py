@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from backends.chat.formats import ChatFormat
 from backends.chat.output import CallDelta, ChatOutput, OutputDelta, ToolCallResult
 from backends.chat.parsers import CUT, FailedCall
+from backends.core.owner import current_owner
 from backends.core.request import GenerationRequest
 from backends.core.timing import RequestMetrics, RequestTimer
 from backends.errors import (
@@ -162,6 +163,7 @@ class RequestHandle:
     ) -> None:
         self.id = request_id
         self.model = model
+        self.owner = current_owner()  # whose it is: the request's it was opened for
         self.choices = choices
         self.prompts: list[PreparedPrompt] = []  # set once the owner thread tokenized them
         self.token_limits: list[int] = []  # each choice's max new tokens, set with the prompts

@@ -80,6 +80,7 @@ class RequestStats:
     age_seconds: float
     model: str = ""
     adapter: str | None = None  # the LoRA adapter it runs with, if any
+    owner: str | None = None  # whose it is (backends/core/owner.py)
 
 
 @dataclass(frozen=True)

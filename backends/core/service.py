@@ -197,6 +197,7 @@ class InferenceService(ModelService):
                 generated_tokens=choice.generated,
                 age_seconds=now - handle.accepted,
                 adapter=handle.model if handle.model in adapters else None,
+                owner=handle.owner,
             )
             for choice, handle in list(self._inflight.values())
         )

@@ -15,12 +15,13 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from backends.config import ServiceConfig
 from backends.core.model_service import ModelService, RequestStats, ServiceStats, Status
+from backends.core.owner import current_owner
 from backends.errors import (
     GenAIError,
     GenerationFailed,
@@ -61,6 +62,7 @@ class _Job:
     handle: TranscriptionHandle
     accepted: float
     cancelled: threading.Event  # the handle's
+    owner: str | None = field(default_factory=current_owner)  # whose it is
 
 
 class TranscriptionHandle:
@@ -172,6 +174,7 @@ class TranscriptionService(ModelService):
                 prompt_tokens=0,
                 generated_tokens=0,
                 age_seconds=now - job.accepted,
+                owner=job.owner,
             )
             for job in list(self._inflight.values())
         )

@@ -8,7 +8,10 @@ Fetching is a security boundary (the URL is the client's, the network is the ser
   (the name is kept for the Host header and TLS): no loopback, private, link-local or other
   special address unless the allow-list names the host exactly;
 - byte, time and redirect limits; each redirect is checked like the first URL;
-- only http and https (``file:`` and the rest are refused).
+- only http and https (``file:`` and the rest are refused);
+- never for a caller without a key on a route opened to such callers (the render routes under
+  GENAI_RENDER_OPEN): it gets inline images only, and one answer for any URL, so that it can
+  neither make the server fetch nor learn what stands on the allowed hosts.
 Every failure is a 400 (or a 413 for a size) naming the part.
 """
 
@@ -32,6 +35,7 @@ from backends.errors import InvalidRequest, PayloadTooLarge
 from backends.media import ImageLimits, decode_image
 from backends.types import ChatPrompt, ImageInput, ImageSource
 from config.settings import ServerSettings, split_csv
+from routes.http.auth import anonymous
 from routes.http.deps import get_models, get_settings
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -49,6 +53,7 @@ class FetchPolicy:
 class MediaPolicy:
     limits: ImageLimits = ImageLimits()
     fetch: FetchPolicy = FetchPolicy()
+    inline_only: bool = False  # a caller without a key: data: URLs and base64 alone
 
 
 def media_policy(settings: ServerSettings) -> MediaPolicy:
@@ -73,7 +78,11 @@ async def load_media(http: Request, request: GenerationRequest) -> GenerationReq
     if chat is None or not chat.images:
         return request
     get_models(http).generator(request.model).check_media(request)
-    return await with_images(request, media_policy(get_settings(http).server))
+    server = get_settings(http).server
+    policy = media_policy(server)
+    if anonymous(http, server):
+        policy = dataclasses.replace(policy, fetch=FetchPolicy(), inline_only=True)
+    return await with_images(request, policy)
 
 
 async def with_images(request: GenerationRequest, policy: MediaPolicy) -> GenerationRequest:
@@ -108,6 +117,11 @@ async def image_bytes(url: str, param: str, policy: MediaPolicy) -> bytes:
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme == "data":
         return data_url_bytes(url, param, policy.limits.max_bytes)
+    if scheme in ("http", "https") and policy.inline_only:
+        raise InvalidRequest(
+            f"{param}: without an API key, images are taken inline only (data: URLs).",
+            param=param,
+        )
     if scheme in ("http", "https"):
         return await fetch(url, param, policy)
     raise InvalidRequest(

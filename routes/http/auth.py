@@ -10,13 +10,19 @@ when ``GENAI_METRICS_OPEN`` / ``GENAI_RENDER_OPEN`` say so (the gateway's endpoi
 no key).
 
 A request let in carries its key's owner (:func:`request_owner`: a hash of the key, never the
-key), so that what a key stores (Responses) is that key's alone.
+key), so that what a key stores (Responses) and what it runs (the in-flight requests a caller
+may list and cancel) are that key's alone; the cores see it as ``backends.core.owner``. It also
+carries its key's role: an admin key (``GENAI_ADMIN_API_KEY``) is the only kind the /admin
+routes take, and does all a user key (``GENAI_API_KEY``) does. On an open path a valid key is
+still read (an open route may give a keyed caller more: a path in /health, a fetched image on
+a render route); a missing or wrong one is no error there.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -25,15 +31,19 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from backends.core.owner import reset_owner, set_owner
 from config.settings import ServerSettings, split_csv
 from routes.web import page_paths
 from schemas.errors import error_body
+
+log = logging.getLogger("genai.auth")
 
 OPEN_PATHS = frozenset(
     {"/healthz", "/health", "/v1/health", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc"}
 )
 OPENAPI_PATH = "/openapi.json"
 OWNER = "key_owner"  # where ApiKeyMiddleware leaves a request's owner, in its state
+ROLE = "key_role"  # and its key's role: "admin" or "user"
 # Opened by settings, for the inference gateway's endpoint picker, which sends no key.
 METRICS_PATH = "/metrics"
 RENDER_PATHS = frozenset({"/v1/chat/completions/render", "/v1/completions/render"})
@@ -64,19 +74,43 @@ def key_owner(key: str) -> str:
 
 
 def request_owner(request: Request) -> str | None:
-    """The owner of the key that let ``request`` in; None when no key is asked for."""
+    """The owner of the key that let ``request`` in; None when no key is asked for (or none
+    was sent to an open path)."""
     owner: str | None = getattr(request.state, OWNER, None)
     return owner
 
 
+def keys_set(settings: ServerSettings) -> bool:
+    return bool(settings.api_keys or settings.admin_keys)
+
+
+def is_admin(request: Request, settings: ServerSettings) -> bool:
+    """Whether ``request`` came with an admin key; without keys every caller is one (the
+    admin routes are then on or off as a whole: GENAI_ADMIN)."""
+    return not keys_set(settings) or getattr(request.state, ROLE, None) == "admin"
+
+
+def anonymous(request: Request, settings: ServerSettings) -> bool:
+    """Whether ``request`` reached a route opened to callers without a key (the render routes,
+    /metrics, the probes) and sent none: keys are set, and none let it in."""
+    return keys_set(settings) and request_owner(request) is None
+
+
 class ApiKeyMiddleware:
-    def __init__(self, app: ASGIApp, keys: list[str], open_paths: frozenset[str]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        keys: list[str],
+        open_paths: frozenset[str],
+        admin_keys: list[str] | None = None,
+    ) -> None:
         self.app = app
-        self.keys = keys
+        self.admin_keys = list(admin_keys or [])
+        self.keys = [*keys, *self.admin_keys]
         self.open_paths = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.open_paths:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
@@ -84,9 +118,18 @@ class ApiKeyMiddleware:
         bearer = bearer_token(headers.get("authorization"))
         given = [t for t in (bearer, headers.get("x-api-key", "").strip()) if t]
         key = next((k for k in (matching_key(t, self.keys) for t in given) if k), None)
-        if key is not None:
-            scope.setdefault("state", {})[OWNER] = key_owner(key)
-            await self.app(scope, receive, send)
+        if key is not None or scope["path"] in self.open_paths:
+            owner = None
+            if key is not None:
+                owner = key_owner(key)
+                admin = matching_key(key, self.admin_keys) is not None
+                state = scope.setdefault("state", {})
+                state[OWNER], state[ROLE] = owner, "admin" if admin else "user"
+            token = set_owner(owner)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                reset_owner(token)
             return
         message = (
             "Missing API key: send `Authorization: Bearer <key>` (or `x-api-key: <key>`)."
@@ -109,7 +152,7 @@ def _document_bearer_auth(app: FastAPI, open_paths: frozenset[str]) -> Callable[
         components.setdefault("securitySchemes", {})["apiKey"] = {
             "type": "http",
             "scheme": "bearer",
-            "description": "One of the keys in GENAI_API_KEY.",
+            "description": "One of the keys in GENAI_API_KEY (or GENAI_ADMIN_API_KEY).",
         }
         unauthorized = {
             "description": "Missing or invalid API key",
@@ -137,11 +180,18 @@ def picker_paths(settings: ServerSettings) -> frozenset[str]:
 
 def install_auth_and_cors(app: FastAPI, settings: ServerSettings) -> None:
     keys = settings.api_keys
-    if keys:
+    if keys_set(settings):
         # The playground's own files (listed from its folder) are open; its API calls are not.
         page = page_paths() if settings.web_ui else frozenset()
         open_paths = OPEN_PATHS | {OPENAPI_PATH} | page | picker_paths(settings)
-        app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=open_paths)
+        app.add_middleware(
+            ApiKeyMiddleware, keys=keys, open_paths=open_paths, admin_keys=settings.admin_keys
+        )
+        if settings.admin_enabled and not settings.admin_keys:
+            log.info(
+                "the /admin routes take an admin key and none is set: every key gets 403 there; "
+                "set GENAI_ADMIN_API_KEY to use them"
+            )
         app.openapi = _document_bearer_auth(app, open_paths)  # type: ignore[method-assign]
     origins = split_csv(settings.cors_origins)
     if origins:

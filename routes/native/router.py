@@ -10,6 +10,7 @@ from sse_starlette import EventSourceResponse
 from routes.door.answer import answer
 from routes.door.fields import submit
 from routes.door.media import load_media
+from routes.http.auth import request_owner
 from routes.http.deps import ERROR_RESPONSES, ModelsDep
 from routes.http.request_ids import request_id
 from routes.http.sse import sse_response_doc
@@ -25,18 +26,20 @@ router = APIRouter()
 @router.get(
     "/v1/health", response_model=Health, responses={503: {"model": Health}}, tags=["health"]
 )
-async def healthz(models: ModelsDep) -> JSONResponse:
-    """Liveness, in the seed's shape for the default model, with every model's status."""
+async def healthz(models: ModelsDep, request: Request) -> JSONResponse:
+    """Liveness, in the seed's shape for the default model, with every model's status; the
+    default model's folder (``model_dir``) only for a caller with a valid API key."""
     default = models.default
     health = Health(
         status=default.status,
         device=default.device,
-        model_dir=str(default.model_dir),
+        model_dir=str(default.model_dir) if request_owner(request) is not None else None,
         models=models.statuses(),
         modalities=models.modalities(),
         kinds=models.kinds(),
     )
-    return JSONResponse(health.model_dump(), 200 if health.status == "ok" else 503)
+    body = health.model_dump(exclude_none=True)
+    return JSONResponse(body, 200 if health.status == "ok" else 503)
 
 
 @router.post("/v1/chat", response_model=ChatResponse, responses=ERROR_RESPONSES, tags=["chat"])

@@ -356,7 +356,7 @@ def test_metrics_count_encoder_requests(client: TestClient) -> None:
 
 
 def test_an_encoder_loads_and_unloads_at_runtime() -> None:
-    with make_client(admin=True, intra_op_threads=1) as client:
+    with make_client(admin=True, intra_op_threads=1, model_root=REPO_ROOT) as client:
         wait_ready(client)
         folder = str(HUB / "st-embedder")
         loaded = client.post("/admin/models", json={"name": "late", "path": folder})

@@ -57,7 +57,7 @@ def chat(client: TestClient, model: str | None, **body: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory) -> Any:
     path = models_file(tmp_path_factory.mktemp("models"), TWO_MODELS)
-    with make_client(models_file=path, admin=True) as client:
+    with make_client(models_file=path, admin=True, model_root=REPO_ROOT) as client:
         wait_all(client)
         yield client
 
@@ -88,7 +88,7 @@ def test_models_are_listed_and_unknown_names_are_a_404_listing_them(two: TestCli
 def test_health_reports_every_model(two: TestClient) -> None:
     health = two.get("/healthz").json()
     assert health["status"] == "ok" and health["models"] == {"demo": "ok", "qwen": "ok"}
-    assert health["model_dir"] == str(DEMO_MODEL_DIR)  # the default model, the seed's shape
+    assert "model_dir" not in health  # no path on the open route (a keyed caller's is there)
 
 
 def test_metrics_carry_the_model(two: TestClient) -> None:
@@ -136,10 +136,11 @@ def test_admin_load_refuses_a_taken_name_and_a_bad_folder(two: TestClient, tmp_p
     assert_error(
         two.post("/admin/models", json={"name": "demo", "path": str(DEMO_MODEL_DIR)}), 400, "name"
     )
+    # Outside the model root (REPO_ROOT): the one answer for every refused path.
     err = assert_error(
         two.post("/admin/models", json={"name": "x", "path": str(tmp_path)}), 400, "path"
     )
-    assert "genai_config.json" in err["message"]
+    assert "GENAI_MODEL_ROOT" in err["message"]
     assert [c["id"] for c in two.get("/v1/models").json()["data"]] == ["demo", "qwen"]
     assert_error(two.delete("/admin/models/nope"), 404, "model")
 

@@ -214,3 +214,7 @@ def test_api_keys_and_the_admin_switch() -> None:
     assert Settings.load(api_key="a").server.admin_enabled is True
     assert Settings.load(admin=True).server.admin_enabled is True
     assert Settings.load(api_key="a", admin=False).server.admin_enabled is False
+    admin = Settings.load(admin_api_key="x, y").server
+    assert admin.admin_keys == ["x", "y"] and admin.api_keys == [] and admin.admin_enabled
+    with pytest.raises(ValidationError):
+        Settings.load(admin_api_key=" , ")  # a blank key must not mean "no admin key"

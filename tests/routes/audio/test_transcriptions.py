@@ -303,7 +303,7 @@ def test_unload_whisper_then_transcriptions_name_it_missing(tmp_path: Any) -> No
         f'[[models]]\nname = "demo"\npath = "{DEMO_MODEL_DIR}"\n\n'
         f'[[models]]\nname = "whisper"\npath = "{WHISPER}"\n'
     )
-    with make_client(models_file=path, admin=True) as c:
+    with make_client(models_file=path, admin=True, model_root=REPO_ROOT) as c:
         wait_ready(c)
         assert transcribe(c, sample("tone.wav")).status_code == 200
         resp = c.delete("/admin/models/whisper")

@@ -205,9 +205,10 @@ def test_a_profiling_window_ends_by_itself(tmp_path: Path) -> None:
     ("settings", "enabled"),
     [
         ({}, False),
-        ({"api_key": "k"}, True),
+        ({"admin_api_key": "k"}, True),
+        ({"api_key": "u", "admin_api_key": "k"}, True),
         ({"admin": True}, True),
-        ({"api_key": "k", "admin": False}, False),
+        ({"admin_api_key": "k", "admin": False}, False),
     ],
 )
 def test_admin_routes_are_off_unless_a_key_is_set_or_they_are_asked_for(settings, enabled) -> None:
@@ -252,12 +253,12 @@ def test_request_timeout_is_a_504_on_every_route() -> None:
             assert resp.json()["error"]["code"] == "request_timeout"
 
 
-@pytest.mark.parametrize("path", ["/metrics", "/admin/requests"])
+@pytest.mark.parametrize("path", ["/metrics", "/admin/requests", "/v1/requests"])
 def test_ops_routes_need_the_api_key_when_set(path: str) -> None:
-    with make_client(api_key="k1") as c:
+    with make_client(api_key="k1", admin_api_key="a1") as c:
         wait_ready(c)
         assert c.get(path).status_code == 401
-        assert c.get(path, headers={"Authorization": "Bearer k1"}).status_code == 200
+        assert c.get(path, headers={"Authorization": "Bearer a1"}).status_code == 200
         assert c.get("/readyz").status_code == 200
 
 
