@@ -335,6 +335,22 @@ class ResponsesStoreSettings(BaseSettings):
         "Stored Responses' size at most (their JSON, in MiB); past it the oldest go first.",
         gt=0,
     )
+    responses_key_max: int | None = setting(
+        None,
+        "GENAI_RESPONSES_KEY_MAX",
+        "responses_key_max",
+        "Stored Responses one API key keeps at most; past it that key's oldest go first, never "
+        "another key's. Unset: a quarter of GENAI_RESPONSES_MAX.",
+        ge=1,
+    )
+    responses_key_max_mib: float | None = setting(
+        None,
+        "GENAI_RESPONSES_KEY_MAX_MIB",
+        "responses_key_max_mib",
+        "Stored Responses' size one API key keeps at most (MiB); past it that key's oldest go "
+        "first. Unset: a quarter of GENAI_RESPONSES_MAX_MIB.",
+        gt=0,
+    )
     responses_ttl: float = setting(
         86400.0,
         "GENAI_RESPONSES_TTL",

@@ -4,9 +4,10 @@ DELETE or an input_items call may land on any of them (routes/responses/store.py
 store keeps).
 
 The same layout as the SQLite table, its names prefixed ``genai_`` (a database may hold other
-things): the rows, their totals kept by statement triggers, each row's owner. Every write takes
-the totals row's lock first, so writes from all replicas queue in one order and the eviction of
-the oldest is never raced (nor deadlocked). Expiry times are the replicas' wall-clock times:
+things): the rows, their totals and each owner's count and bytes kept by statement triggers,
+each row's owner (never changed once stored), an index of each owner's rows. Every write takes
+the totals row's lock first, so writes from all replicas queue in one order and no eviction is
+raced (nor deadlocked). Expiry times are the replicas' wall-clock times:
 keep their clocks in step (NTP), as any TTL across hosts needs.
 
 The layout is versioned in ``genai_responses_schema``; the first replica to start migrates it,
@@ -41,14 +42,18 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from routes.responses.store import (
     EXPIRED,
+    FULL_BYTES,
+    OVER_KEY_LIMIT,
     OVER_LIMIT,
     Evictions,
+    Holder,
     StoreCalls,
     StoredResponse,
     StoreLimits,
     StoreUnavailable,
     decode,
     encode,
+    evict_fairly,
     migrate,
     new_secret,
     owner_hash,
@@ -103,6 +108,44 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         )""",
         lambda db: _owners_under_a_secret(db),  # (defined below)
     ),
+    (
+        # Each owner's count and bytes ('' for rows without one), kept by triggers: a key's
+        # quota and the largest holder are read without scanning the rows.
+        """CREATE TABLE genai_responses_owners (
+            owner TEXT PRIMARY KEY,
+            count BIGINT NOT NULL,
+            bytes BIGINT NOT NULL
+        )""",
+        """INSERT INTO genai_responses_owners
+            SELECT COALESCE(owner, ''), COUNT(*), SUM(bytes) FROM genai_responses GROUP BY 1""",
+        "CREATE INDEX genai_responses_owner ON genai_responses (owner, seq)",
+        """CREATE FUNCTION genai_responses_owners_added() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO genai_responses_owners AS o
+                SELECT COALESCE(owner, ''), COUNT(*), SUM(bytes) FROM added GROUP BY 1
+                ON CONFLICT (owner) DO UPDATE
+                SET count = o.count + excluded.count, bytes = o.bytes + excluded.bytes;
+            RETURN NULL;
+        END $$""",
+        """CREATE FUNCTION genai_responses_owners_removed() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE genai_responses_owners o
+                SET count = o.count - r.count, bytes = o.bytes - r.bytes
+                FROM (SELECT COALESCE(owner, '') AS owner, COUNT(*) AS count,
+                    SUM(bytes) AS bytes FROM removed GROUP BY 1) r
+                WHERE o.owner = r.owner;
+            DELETE FROM genai_responses_owners
+                WHERE count = 0 AND owner IN (SELECT COALESCE(owner, '') FROM removed);
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER genai_responses_owners_added AFTER INSERT ON genai_responses
+            REFERENCING NEW TABLE AS added
+            FOR EACH STATEMENT EXECUTE FUNCTION genai_responses_owners_added()""",
+        """CREATE TRIGGER genai_responses_owners_removed AFTER DELETE ON genai_responses
+            REFERENCING OLD TABLE AS removed
+            FOR EACH STATEMENT EXECUTE FUNCTION genai_responses_owners_removed()""",
+    ),
 )
 
 
@@ -115,16 +158,24 @@ def _owners_under_a_secret(db: Connection[Any]) -> None:
     db.cursor().executemany("UPDATE genai_responses SET owner = %s WHERE seq = %s", hashed)
 
 
-# The oldest rows to drop: those up to the first whose running count and bytes reach what is
-# over the bounds (an index scan that stops there).
+# One owner's oldest rows to drop (``{match}``: ``owner = %(owner)s``, or ``owner IS NULL``),
+# stored before the newest: those up to the first whose running count and bytes reach what is
+# to be freed (read through the owner's index: that owner's rows alone, its quota at most).
 _EVICT = """
-DELETE FROM genai_responses WHERE seq <= (
+DELETE FROM genai_responses WHERE {match} AND seq <= (
     SELECT seq FROM (
         SELECT seq, ROW_NUMBER() OVER w AS n, SUM(bytes) OVER w AS freed
-        FROM genai_responses WINDOW w AS (ORDER BY seq)
+        FROM genai_responses WHERE {match} AND seq < %(before)s WINDOW w AS (ORDER BY seq)
     ) oldest
-    WHERE n >= %(count)s AND freed >= %(bytes)s ORDER BY seq LIMIT 1
-)"""
+    WHERE n >= %(rows)s AND freed >= %(bytes)s ORDER BY seq LIMIT 1
+) RETURNING bytes"""
+# The two owners holding the most (``{order}``: by number, or by bytes), the newest row left out.
+_HOLDERS = """
+SELECT owner, n, b FROM (
+    SELECT owner, count - CASE WHEN owner = %(new)s THEN 1 ELSE 0 END AS n,
+        bytes - CASE WHEN owner = %(new)s THEN %(size)s ELSE 0 END AS b
+    FROM genai_responses_owners
+) held WHERE n > 0 ORDER BY {order}, owner LIMIT 2"""
 _OWNED = "id = %s AND owner IS NOT DISTINCT FROM %s AND expires > %s"
 
 
@@ -211,22 +262,38 @@ class PostgresStore:
         limits = self.limits
         if too_large(stored, size, limits):
             return False
-        now = self._clock()
+        now, owner = self._clock(), self._owner(stored.owner)
         with self._connection() as db, db.transaction():
             db.execute("SELECT 1 FROM genai_responses_totals FOR UPDATE")  # writes queue here
             expired = db.execute("DELETE FROM genai_responses WHERE expires <= %s", (now,))
             db.execute("DELETE FROM genai_responses WHERE id = %s", (stored.id,))
-            db.execute(
+            row = db.execute(
                 "INSERT INTO genai_responses (id, owner, expires, bytes, body)"
-                " VALUES (%s, %s, %s, %s, %s)",
-                (stored.id, self._owner(stored.owner), now + limits.ttl, size, body),
-            )
+                " VALUES (%s, %s, %s, %s, %s) RETURNING seq",
+                (stored.id, owner, now + limits.ttl, size, body),
+            ).fetchone()
+            assert row is not None
+            new = int(row[0])
+            key_evicted = 0
+            if owner is not None:  # its key's quota first: only its own oldest go
+                held = db.execute(
+                    "SELECT count, bytes FROM genai_responses_owners WHERE owner = %s", (owner,)
+                ).fetchone()
+                assert held is not None, "kept by the insert's trigger"
+                most = limits.per_key
+                if held[0] > most[0] or held[1] > most[1]:
+                    over = (max(0, held[0] - most[0]), max(0, held[1] - most[1]))
+                    key_evicted = _evict(db, owner, *over, new)[0]
             count, total = _totals(db)
-            evicted = 0
-            if count > limits.max_responses or total > limits.max_bytes:
-                over = {"count": count - limits.max_responses, "bytes": total - limits.max_bytes}
-                evicted = db.execute(_EVICT, over).rowcount
+            evicted = evict_fairly(
+                count,
+                total,
+                limits.table,
+                lambda by_bytes: _holders(db, owner or "", size, by_bytes),
+                lambda victim, rows, bytes_: _evict(db, victim, rows, bytes_, new),
+            )
         self.evictions.add(EXPIRED, expired.rowcount)
+        self.evictions.add(OVER_KEY_LIMIT, key_evicted)
         self.evictions.add(OVER_LIMIT, evicted)
         return True
 
@@ -253,6 +320,20 @@ class PostgresStore:
                 return _totals(db)
         except StoreUnavailable:
             return None
+
+    def keys(self) -> tuple[int, int] | None:
+        most, size = self.limits.per_key
+        try:
+            with self._connection(timeout=1.0) as db:
+                row = db.execute(
+                    "SELECT COUNT(*), COUNT(*) FILTER (WHERE count >= %s OR bytes >= %s)"
+                    " FROM genai_responses_owners WHERE owner <> ''",
+                    (most, FULL_BYTES * size),
+                ).fetchone()
+        except StoreUnavailable:
+            return None
+        assert row is not None
+        return int(row[0]), int(row[1])
 
     def _owner(self, owner: str | None) -> str | None:
         return owner_hash(self._secret, owner)
@@ -322,6 +403,21 @@ def _hang_up(db: Connection[Any]) -> None:
         log.warning("a stored responses' call took too long: its connection was hung up")
     except (OSError, psycopg.Error):
         pass  # already closed
+
+
+def _holders(db: Connection[Any], new: str, size: int, by_bytes: bool) -> list[Holder]:
+    order = "b DESC, n DESC" if by_bytes else "n DESC, b DESC"
+    rows = db.execute(_HOLDERS.format(order=order), {"new": new, "size": size}).fetchall()
+    return [Holder(str(owner), int(n), int(b)) for owner, n, b in rows]
+
+
+def _evict(db: Connection[Any], owner: str, rows: int, size: int, before: int) -> tuple[int, int]:
+    """Drop ``owner``'s oldest rows ('' : those without one) stored before ``before`` until
+    ``rows`` rows and ``size`` bytes are freed; (rows, bytes) dropped."""
+    match = "owner IS NULL" if owner == "" else "owner = %(owner)s"
+    args = {"owner": owner, "before": before, "rows": rows, "bytes": size}
+    freed = [int(b) for (b,) in db.execute(_EVICT.format(match=match), args).fetchall()]
+    return len(freed), sum(freed)
 
 
 def _totals(db: Connection[Any]) -> tuple[int, int]:

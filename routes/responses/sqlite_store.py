@@ -6,8 +6,10 @@ Its layout is versioned by SQLite's ``user_version``: version 1 is the table as 
 versions were counted (a file made then reads as 0 and its tables are kept), version 2 adds
 each row's owner (the rows already stored have none: only a server without keys sees them),
 version 3 the owner secret (the owners already stored are hashed under it, so their keys keep
-them). The file (and its WAL files, which SQLite makes with the file's mode) is its owner's
-alone (0600): it holds every key's prompts.
+them), version 4 each owner's count and bytes (kept by triggers, for the keys' quotas) and an
+index of each owner's rows, oldest first (a row's owner is never changed after it). The file
+(and its WAL files, which SQLite makes with the file's mode) is its owner's alone (0600): it
+holds every key's prompts.
 """
 
 from __future__ import annotations
@@ -24,17 +26,21 @@ from pathlib import Path
 
 from routes.responses.store import (
     EXPIRED,
+    FULL_BYTES,
+    OVER_KEY_LIMIT,
     OVER_LIMIT,
     Evictions,
+    Holder,
     StoreCalls,
     StoredResponse,
     StoreLimits,
     StoreUnavailable,
     decode,
     encode,
+    evict_fairly,
     migrate,
     new_secret,
-    oldest_to_evict,
+    oldest_to_free,
     owner_hash,
     too_large,
 )
@@ -71,6 +77,28 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
     (
         "CREATE TABLE secret (one INTEGER PRIMARY KEY CHECK (one = 1), key TEXT NOT NULL)",
         lambda db: _owners_under_a_secret(db),  # (defined below)
+    ),
+    (
+        # Each owner's count and bytes ('' for rows without one), kept by triggers: a key's
+        # quota and the largest holder are read without scanning the rows.
+        """CREATE TABLE owners (
+            owner TEXT NOT NULL PRIMARY KEY,
+            count INTEGER NOT NULL,
+            bytes INTEGER NOT NULL
+        )""",
+        """INSERT INTO owners
+            SELECT COALESCE(owner, ''), COUNT(*), SUM(bytes) FROM responses GROUP BY 1""",
+        "CREATE INDEX responses_owner ON responses (owner, seq)",  # an owner's, oldest first
+        """CREATE TRIGGER owners_added AFTER INSERT ON responses BEGIN
+            INSERT INTO owners VALUES (COALESCE(NEW.owner, ''), 1, NEW.bytes)
+                ON CONFLICT (owner) DO UPDATE
+                SET count = count + 1, bytes = bytes + excluded.bytes;
+        END""",
+        """CREATE TRIGGER owners_removed AFTER DELETE ON responses BEGIN
+            UPDATE owners SET count = count - 1, bytes = bytes - OLD.bytes
+                WHERE owner = COALESCE(OLD.owner, '');
+            DELETE FROM owners WHERE owner = COALESCE(OLD.owner, '') AND count = 0;
+        END""",
     ),
 )
 
@@ -137,24 +165,35 @@ class SqliteStore:
         limits = self.limits
         if too_large(stored, size, limits):
             return False
-        now = self._clock()
+        now, owner = self._clock(), self._owner(stored.owner)
         with self._transaction() as db:
             expired = db.execute("DELETE FROM responses WHERE expires <= ?", (now,)).rowcount
             # (Not INSERT OR REPLACE: a replaced row would not fire the delete trigger.)
             db.execute("DELETE FROM responses WHERE id = ?", (stored.id,))
-            db.execute(
+            new = db.execute(
                 "INSERT INTO responses (id, owner, expires, bytes, body) VALUES (?, ?, ?, ?, ?)",
-                (stored.id, self._owner(stored.owner), now + limits.ttl, size, body),
-            )
+                (stored.id, owner, now + limits.ttl, size, body),
+            ).lastrowid
+            assert new is not None
+            key_evicted = 0
+            if owner is not None:  # its key's quota first: only its own oldest go
+                count, total = db.execute(
+                    "SELECT count, bytes FROM owners WHERE owner = ?", (owner,)
+                ).fetchone()
+                most = limits.per_key
+                if count > most[0] or total > most[1]:
+                    over = (max(0, count - most[0]), max(0, total - most[1]))
+                    key_evicted = _evict(db, owner, *over, new)[0]
             count, total = db.execute("SELECT count, bytes FROM totals").fetchone()
-            evicted = 0
-            if count > limits.max_responses or total > limits.max_bytes:
-                # The oldest go until both bounds hold (the newest, just stored, always fits).
-                oldest = db.execute("SELECT seq, bytes FROM responses ORDER BY seq")
-                last = oldest_to_evict(count, total, limits, oldest)
-                oldest.close()
-                evicted = db.execute("DELETE FROM responses WHERE seq <= ?", (last,)).rowcount
+            evicted = evict_fairly(
+                count,
+                total,
+                limits.table,
+                lambda by_bytes: _holders(db, owner or "", size, by_bytes),
+                lambda victim, rows, bytes_: _evict(db, victim, rows, bytes_, new),
+            )
         self.evictions.add(EXPIRED, expired)
+        self.evictions.add(OVER_KEY_LIMIT, key_evicted)
         self.evictions.add(OVER_LIMIT, evicted)
         return True
 
@@ -182,6 +221,19 @@ class SqliteStore:
             return None
         return int(count), int(size)
 
+    def keys(self) -> tuple[int, int] | None:
+        most, size = self.limits.per_key
+        try:
+            with self._lock:
+                keys, full = self._db.execute(
+                    "SELECT COUNT(*), COALESCE(SUM(count >= ? OR bytes >= ?), 0)"
+                    " FROM owners WHERE owner <> ''",
+                    (most, FULL_BYTES * size),
+                ).fetchone()
+        except sqlite3.Error:
+            return None
+        return int(keys), int(full)
+
     def _owner(self, owner: str | None) -> str | None:
         return owner_hash(self._secret, owner)
 
@@ -202,6 +254,38 @@ class SqliteStore:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+
+
+def _holders(db: sqlite3.Connection, new: str, size: int, by_bytes: bool) -> list[Holder]:
+    """The two owners holding the most (by number, or by bytes), the newest row (``new``'s,
+    ``size`` bytes) left out."""
+    order = "b DESC, n DESC" if by_bytes else "n DESC, b DESC"
+    rows = db.execute(
+        f"""SELECT owner, n, b FROM (
+            SELECT owner, count - (owner = :new) AS n, bytes - (owner = :new) * :size AS b
+            FROM owners
+        ) WHERE n > 0 ORDER BY {order}, owner LIMIT 2""",
+        {"new": new, "size": size},
+    ).fetchall()
+    return [Holder(*row) for row in rows]
+
+
+def _evict(
+    db: sqlite3.Connection, owner: str, rows: int, size: int, before: int
+) -> tuple[int, int]:
+    """Drop ``owner``'s oldest rows ('' : those without one) stored before ``before`` until
+    ``rows`` rows and ``size`` bytes are freed; (rows, bytes) dropped."""
+    match, args = ("owner IS NULL", ()) if owner == "" else ("owner = ?", (owner,))
+    oldest = db.execute(
+        f"SELECT seq, bytes FROM responses WHERE {match} AND seq < ? ORDER BY seq",
+        (*args, before),
+    )
+    last, freed_rows, freed = oldest_to_free(rows, size, oldest)
+    oldest.close()
+    if last is None:
+        return 0, 0
+    db.execute(f"DELETE FROM responses WHERE {match} AND seq <= ?", (*args, last))
+    return freed_rows, freed
 
 
 def _owners_only(path: Path) -> None:

@@ -40,6 +40,7 @@ from schemas.responses import InputItem, ResponsesRequest, ResponsesResponse
 log = logging.getLogger("genai.responses")
 
 MIB = 1024 * 1024
+KEY_SHARE = 4  # each key's quota, unset: a quarter of the table's bounds
 # What a stored response's id can be (ours are resp_ and 32 hex digits; OpenAI's are longer):
 # anything else is unknown without asking the store (a NUL is a 500 in PostgreSQL, a long one
 # a long round trip and a long error).
@@ -69,9 +70,7 @@ class PreviousResponseNotFound(InvalidRequest):
 def open_store(settings: ServerSettings) -> ResponseStore:
     """The store the settings describe: in memory, in the GENAI_RESPONSES_DB file, or in the
     PostgreSQL database it names (postgresql://…)."""
-    limits = StoreLimits(
-        settings.responses_max, int(settings.responses_max_mib * MIB), settings.responses_ttl
-    )
+    limits = store_limits(settings)
     location, timeout = settings.responses_db, settings.responses_timeout
     try:
         if location is not None and postgres_store.is_url(location):
@@ -86,6 +85,19 @@ def open_store(settings: ServerSettings) -> ResponseStore:
         reason = " ".join(str(exc).split())  # libpq's messages span lines
         end = "" if reason.endswith((".", "?")) else "."
         raise StartupError(f"Cannot open GENAI_RESPONSES_DB={named}: {reason}{end}") from None
+
+
+def store_limits(settings: ServerSettings) -> StoreLimits:
+    """The table's bounds, and each key's quota: as set, or a quarter of the table's."""
+    most, size = settings.responses_max, int(settings.responses_max_mib * MIB)
+    key_size = settings.responses_key_max_mib
+    return StoreLimits(
+        most,
+        size,
+        settings.responses_ttl,
+        settings.responses_key_max or max(1, most // KEY_SHARE),
+        int(key_size * MIB) if key_size else max(1, size // KEY_SHARE),
+    )
 
 
 @dataclass(frozen=True)

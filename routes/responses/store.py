@@ -13,6 +13,15 @@ output (the chain it continued included), so evicting or deleting an earlier lin
 a later one. The price is that a long chain stores its early items again in every link; the
 byte bound keeps that in check.
 
+The bounds are fair between keys: each key has its own quota (a number and bytes, a share of
+the table's), and past it only that key's oldest go. The table's own bounds, reached by many
+keys at once, take the oldest of the key that holds the most (by number past the count bound,
+by bytes past the byte bound), never the oldest of all: a key that keeps few loses them only
+when every other key keeps as few. Rows stored without keys (owner None) count as one holder,
+with no quota of its own; without keys that is the only holder, oldest first as ever. A table
+keeps each owner's count and bytes beside the rows (by triggers, as its totals), so neither
+choice scans the rows.
+
 Each row belongs to an owner: the hash of the API key that made it (routes/http/auth.py), or
 None without keys. A reader sees only its own owner's rows; to any other, a row does not exist.
 The table keeps an HMAC of that hash under its own secret (made at random with the table, kept
@@ -38,8 +47,11 @@ from backends.errors import GenAIError
 
 log = logging.getLogger("genai.responses")
 
-# Why a stored response was dropped before anyone deleted it.
-EXPIRED, OVER_LIMIT = "expired", "limit"
+# Why a stored response was dropped before anyone deleted it: expired, to keep the table's
+# bounds, or to keep its key's quota.
+EXPIRED, OVER_LIMIT, OVER_KEY_LIMIT = "expired", "limit", "key_limit"
+# A key is at its quota (on the gauge) holding its count quota, or this share of its bytes.
+FULL_BYTES = 0.9
 T = TypeVar("T")
 S = TypeVar("S")
 
@@ -67,6 +79,21 @@ class StoreLimits:
     max_responses: int
     max_bytes: int
     ttl: float  # seconds
+    # Each key's own quota; None: the table's bound (and never more than it).
+    key_responses: int | None = None
+    key_bytes: int | None = None
+
+    @property
+    def per_key(self) -> tuple[int, int]:
+        """(responses, bytes) one key keeps at most."""
+        return (
+            min(self.key_responses or self.max_responses, self.max_responses),
+            min(self.key_bytes or self.max_bytes, self.max_bytes),
+        )
+
+    @property
+    def table(self) -> tuple[int, int]:
+        return self.max_responses, self.max_bytes
 
 
 class ResponseStore(Protocol):
@@ -94,6 +121,11 @@ class ResponseStore(Protocol):
     def usage(self) -> tuple[int, int] | None:
         """(responses, bytes) held, expired ones included until the next write; None when
         the table cannot be reached (a metrics scrape must not fail for it)."""
+        ...
+
+    def keys(self) -> tuple[int, int] | None:
+        """(keys holding responses, keys at their quota: its count, or FULL_BYTES of its
+        bytes), as :meth:`usage` counts; None when the table cannot be reached."""
         ...
 
     def close(self) -> None: ...
@@ -152,7 +184,7 @@ class Evictions:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.counts = {EXPIRED: 0, OVER_LIMIT: 0}
+        self.counts = {EXPIRED: 0, OVER_LIMIT: 0, OVER_KEY_LIMIT: 0}
 
     def add(self, reason: str, n: int) -> None:
         if n > 0:
@@ -161,12 +193,13 @@ class Evictions:
 
 
 def too_large(stored: StoredResponse, size: int, limits: StoreLimits) -> bool:
-    """True (and the log says why) when ``stored`` alone exceeds the byte bound."""
-    if size <= limits.max_bytes:
+    """True (and the log says why) when ``stored`` alone exceeds the byte bound (its key's,
+    when it has one)."""
+    keyed = stored.owner is not None and limits.per_key[1] < limits.max_bytes
+    if size <= (limits.per_key[1] if keyed else limits.max_bytes):
         return False
-    log.warning(
-        "response %s not stored: its %d bytes exceed GENAI_RESPONSES_MAX_MIB", stored.id, size
-    )
+    bound = "GENAI_RESPONSES_KEY_MAX_MIB" if keyed else "GENAI_RESPONSES_MAX_MIB"
+    log.warning("response %s not stored: its %d bytes exceed %s", stored.id, size, bound)
     return True
 
 
@@ -186,17 +219,65 @@ def decode(response_id: str, body: str, owner: str | None) -> StoredResponse:
     )
 
 
-def oldest_to_evict(
-    count: int, size: int, limits: StoreLimits, oldest: Iterable[tuple[int, int]]
-) -> int | None:
-    """The newest ``seq`` of the oldest rows (``(seq, bytes)``, oldest first) to drop so that
-    both bounds hold again for a table of ``count`` rows and ``size`` bytes; None if they do."""
-    last = None
+def oldest_to_free(
+    rows: int, size: int, oldest: Iterable[tuple[int, int]]
+) -> tuple[int | None, int, int]:
+    """The newest ``seq`` of the oldest rows (``(seq, bytes)``, oldest first) that free at
+    least ``rows`` rows and ``size`` bytes (all of them if they cannot), and what they free."""
+    last, freed_rows, freed = None, 0, 0
     for seq, bytes_ in oldest:
-        if count <= limits.max_responses and size <= limits.max_bytes:
+        if freed_rows >= rows and freed >= size:
             break
-        last, count, size = seq, count - 1, size - bytes_
-    return last
+        last, freed_rows, freed = seq, freed_rows + 1, freed + bytes_
+    return last, freed_rows, freed
+
+
+@dataclass(frozen=True)
+class Holder:
+    """One owner's rows in a table ('' for rows without one), the newest row left out."""
+
+    owner: str
+    count: int
+    bytes: int
+
+
+def fair_share(
+    count: int, size: int, bounds: tuple[int, int], top: Sequence[Holder]
+) -> tuple[str, int, int] | None:
+    """What to evict next from a table of ``count`` rows and ``size`` bytes past its
+    ``bounds``: (owner, rows, bytes) to free from that owner's oldest, or None when both bounds
+    hold. ``top`` is the two owners holding the most: by number when the count bound is passed,
+    else by bytes. It frees what is over the bound, but no more than brings the largest holder
+    down to the next one (at least one row): the next call then weighs them again."""
+    if not top:  # only the newest row, which fits alone
+        return None
+    if count > bounds[0]:
+        largest, runner = top[0], top[1].count if len(top) > 1 else 0
+        return largest.owner, min(count - bounds[0], max(1, largest.count - runner)), 0
+    if size > bounds[1]:
+        largest, runner = top[0], top[1].bytes if len(top) > 1 else 0
+        return largest.owner, 1, min(size - bounds[1], max(1, largest.bytes - runner))
+    return None
+
+
+def evict_fairly(
+    count: int,
+    size: int,
+    bounds: tuple[int, int],
+    holders: Callable[[bool], Sequence[Holder]],
+    evict: Callable[[str, int, int], tuple[int, int]],
+) -> int:
+    """Evict until the table's ``bounds`` hold (:func:`fair_share`); ``holders(by_bytes)``
+    gives the two largest holders, ``evict(owner, rows, bytes)`` drops that owner's oldest rows
+    until both are freed (the newest row never) and answers (rows, bytes) it dropped. The
+    number of rows evicted."""
+    evicted = 0
+    while (share := fair_share(count, size, bounds, holders(count <= bounds[0]))) is not None:
+        rows, freed = evict(*share)
+        if rows == 0:  # nothing left to take but the newest row (which fits)
+            break
+        evicted, count, size = evicted + rows, count - rows, size - freed
+    return evicted
 
 
 def new_secret() -> str:

@@ -1,8 +1,9 @@
 """The stored responses' tables (routes/responses/store.py), no model, each test on each table:
 SQLite in memory and in a file (unit tier), and a real PostgreSQL (live tier: a server process,
 tests/postgres.py). What a table keeps, its owners, its time to live on an injected clock, its
-bounds (count and bytes, oldest first) and the evictions they count, deletes, and a table that
-outlives one store and is shared by two."""
+bounds (count and bytes, oldest first) and the evictions they count, each key's quota (only its
+own oldest go) and the table's bounds reached by many keys (the largest holder's oldest go),
+deletes, and a table that outlives one store and is shared by two."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from config.settings import ServerSettings
 from routes.responses.postgres_store import PostgresStore
 from routes.responses.sqlite_store import SqliteStore
+from routes.responses.state import MIB, store_limits
 from routes.responses.store import (
     EXPIRED,
+    OVER_KEY_LIMIT,
     OVER_LIMIT,
     ResponseStore,
     StoredResponse,
@@ -47,6 +52,7 @@ class Table:
     kind: str
     open: Callable[[StoreLimits, Clock], ResponseStore]
     rows: Callable[[], tuple[int, int]]  # (count, bytes) counted from the rows themselves
+    owners: Callable[[], tuple[Held, Held]]  # as the table keeps them, as the rows count
 
 
 def sqlite_rows(s: ResponseStore) -> tuple[int, int]:
@@ -54,6 +60,20 @@ def sqlite_rows(s: ResponseStore) -> tuple[int, int]:
     query = "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM responses"
     count, size = s._db.execute(query).fetchone()
     return int(count), int(size)
+
+
+BY_OWNER = "SELECT COALESCE(owner, ''), COUNT(*), SUM(bytes) FROM {} GROUP BY 1"
+Held = dict[str, tuple[int, int]]  # each owner's (count, bytes); '' for none
+
+
+def by_owner(rows: list[tuple[Any, ...]]) -> Held:
+    return {str(owner): (int(count), int(size)) for owner, count, size in rows}
+
+
+def sqlite_owners(s: ResponseStore) -> tuple[Held, Held]:
+    assert isinstance(s, SqliteStore)
+    kept = s._db.execute("SELECT owner, count, bytes FROM owners").fetchall()
+    return by_owner(kept), by_owner(s._db.execute(BY_OWNER.format("responses")).fetchall())
 
 
 def tables(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Table]:
@@ -74,13 +94,18 @@ def tables(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Table]:
             )
             return int(count), int(size)
 
-        yield Table("postgres", lambda lim, c: keep(PostgresStore(url, lim, c)), rows)
+        def owners() -> tuple[Held, Held]:
+            kept = server.sql(url, "SELECT owner, count, bytes FROM genai_responses_owners")
+            return by_owner(kept), by_owner(server.sql(url, BY_OWNER.format("genai_responses")))
+
+        yield Table("postgres", lambda lim, c: keep(PostgresStore(url, lim, c)), rows, owners)
     else:
         path = tmp_path / "state" / "responses.db" if request.param == "file" else None
         yield Table(
             request.param,
             lambda lim, c: keep(SqliteStore(path, lim, c)),
             lambda: sqlite_rows(opened[0]),
+            lambda: sqlite_owners(opened[0]),
         )
     for s in opened:
         s.close()
@@ -109,8 +134,10 @@ def store(
     count: int = 100,
     size: int = 1 << 20,
     ttl: float = 60.0,
+    key_count: int | None = None,
+    key_size: int | None = None,
 ) -> ResponseStore:
-    return table.open(StoreLimits(count, size, ttl), clock or Clock())
+    return table.open(StoreLimits(count, size, ttl, key_count, key_size), clock or Clock())
 
 
 def usage(s: ResponseStore) -> tuple[int, int]:
@@ -171,7 +198,7 @@ def test_the_oldest_go_first_past_the_count(table: Table) -> None:
         s.put(stored(n))
     assert [n for n in range(5) if s.get(f"resp_{n}")] == [2, 3, 4]
     assert usage(s)[0] == 3
-    assert s.evictions.counts == {EXPIRED: 0, OVER_LIMIT: 2}
+    assert s.evictions.counts == {EXPIRED: 0, OVER_LIMIT: 2, OVER_KEY_LIMIT: 0}
 
 
 def test_the_oldest_go_first_past_the_bytes(table: Table) -> None:
@@ -194,6 +221,107 @@ def test_one_larger_than_the_byte_bound_is_not_kept(table: Table) -> None:
     assert s.get("resp_1") is not None, "nothing else was evicted for it"
 
 
+A, B, C, D = "sha256:aa", "sha256:bb", "sha256:cc", "sha256:dd"  # four keys' hashes
+
+
+def held(s: ResponseStore, owner: str, ids: range) -> list[int]:
+    return [n for n in ids if s.get(f"resp_{n}", owner) is not None]
+
+
+def test_one_key_cannot_evict_anothers_past_its_quota(table: Table) -> None:
+    """The issue's probe, at the table: A stores one, B many more than its quota of 5; A's is
+    still there, B keeps its newest 5, and only B's own went (as key_limit evictions)."""
+    s = store(table, count=100, key_count=5)
+    assert s.put(stored(0, owner=A))
+    for n in range(1, 51):
+        assert s.put(stored(n, owner=B))
+    assert s.get("resp_0", A) == stored(0, owner=A)
+    assert held(s, B, range(1, 51)) == [46, 47, 48, 49, 50]
+    assert usage(s)[0] == 6
+    assert s.evictions.counts == {EXPIRED: 0, OVER_LIMIT: 0, OVER_KEY_LIMIT: 45}
+    assert s.keys() == (2, 1), "two keys hold responses; B is at its quota"
+    kept, counted = table.owners()
+    assert kept == counted and len(kept) == 2
+
+
+def test_one_key_cannot_evict_anothers_past_its_byte_quota(table: Table) -> None:
+    one = len(json.dumps({"response": stored(10, "x" * 100).response, "input": [{}]})) + 80
+    s = store(table, size=1 << 20, key_size=3 * one)
+    assert s.put(stored(0, owner=A))
+    for n in range(10, 30):
+        assert s.put(stored(n, "x" * 100, owner=B))
+    assert s.get("resp_0", A) is not None
+    kept = held(s, B, range(10, 30))
+    assert kept == list(range(30 - len(kept), 30)) and 1 <= len(kept) <= 3, "its newest"
+    assert sorted(table.owners()[0].values()) == sorted(table.owners()[1].values())
+    assert max(size for _, size in table.owners()[0].values()) <= 3 * one
+    assert s.evictions.counts[OVER_KEY_LIMIT] == 20 - len(kept)
+    assert s.evictions.counts[OVER_LIMIT] == 0
+    # One larger than a key's byte quota is not kept (and evicts none of its own for it).
+    assert not s.put(stored(99, "x" * 4 * one, owner=B))
+    assert held(s, B, range(10, 30)) == kept
+
+
+def test_the_tables_bound_takes_from_the_largest_holder(table: Table) -> None:
+    """Many keys, each within its quota, fill the table: its bound still holds, by evicting the
+    oldest of the key holding the most; a key that holds one keeps it."""
+    s = store(table, count=10, key_count=4)
+    assert s.put(stored(0, owner=A))
+    for n, owner in enumerate([B] * 4 + [C] * 4 + [D] * 4, start=1):
+        assert s.put(stored(n, owner=owner))
+    assert usage(s)[0] == 10
+    assert s.get("resp_0", A) is not None
+    mine = {k: held(s, k, range(1, 13)) for k in (B, C, D)}
+    assert sorted(len(v) for v in mine.values()) == [3, 3, 3]
+    for k, first in ((B, 1), (C, 5), (D, 9)):
+        assert mine[k] == list(range(first + 1, first + 4)), "each kept its newest"
+    assert s.evictions.counts == {EXPIRED: 0, OVER_LIMIT: 3, OVER_KEY_LIMIT: 0}
+    # More from D: D now holds the most, so D's own oldest go, and A's one stays.
+    for n in range(13, 20):
+        assert s.put(stored(n, owner=D))
+    assert s.get("resp_0", A) is not None
+    assert usage(s)[0] == 10
+    kept, counted = table.owners()
+    assert kept == counted
+
+
+def test_the_tables_byte_bound_takes_from_the_largest_holder(table: Table) -> None:
+    one = len(json.dumps({"response": stored(10, "x" * 100).response, "input": [{}]})) + 80
+    s = store(table, size=6 * one, key_size=4 * one)
+    assert s.put(stored(0, owner=A))
+    for n in range(10, 20):
+        assert s.put(stored(n, "x" * 100, owner=B if n % 2 else C))
+    assert s.get("resp_0", A) is not None
+    assert usage(s)[1] <= 6 * one
+    assert held(s, B, range(10, 20)) and held(s, C, range(10, 20))
+    assert s.get("resp_19", B) is not None and s.get("resp_18", C) is not None
+
+
+def test_without_keys_the_table_alone_bounds_it(table: Table) -> None:
+    """Rows stored without keys have no quota (a server without keys has one owner); the
+    table's bound takes them oldest first, as before keys had quotas."""
+    s = store(table, count=6, key_count=2)
+    for n in range(8):
+        assert s.put(stored(n))
+    assert [n for n in range(8) if s.get(f"resp_{n}")] == [2, 3, 4, 5, 6, 7]
+    assert s.keys() == (0, 0)
+    # A key beside them: the table's bound takes from the largest holder, the keyless rows.
+    assert s.put(stored(8, owner=A))
+    assert s.get("resp_8", A) is not None and s.get("resp_2") is None
+
+
+@pytest.mark.unit
+def test_each_keys_quota_is_a_quarter_of_the_tables_unless_set() -> None:
+    quarter = store_limits(ServerSettings())
+    assert quarter.per_key == (250, 16 * MIB) and quarter.table == (1000, 64 * MIB)
+    given = store_limits(ServerSettings(responses_key_max=10, responses_key_max_mib=0.5))
+    assert given.per_key == (10, MIB // 2)
+    # Never more than the table's own bounds.
+    above = store_limits(ServerSettings(responses_max=5, responses_key_max=50))
+    assert above.per_key[0] == 5
+    assert store_limits(ServerSettings(responses_max=2)).per_key[0] == 1
+
+
 def test_expired_ones_are_dropped_at_the_next_write(table: Table) -> None:
     clock = Clock()
     s = store(table, clock, ttl=10.0)
@@ -202,7 +330,7 @@ def test_expired_ones_are_dropped_at_the_next_write(table: Table) -> None:
     clock.now += 11
     s.put(stored(3))
     assert usage(s)[0] == 1
-    assert s.evictions.counts == {EXPIRED: 2, OVER_LIMIT: 0}
+    assert s.evictions.counts == {EXPIRED: 2, OVER_LIMIT: 0, OVER_KEY_LIMIT: 0}
 
 
 def test_its_totals_follow_every_change(table: Table) -> None:
@@ -251,18 +379,20 @@ def test_two_stores_on_one_table_see_each_other(shared: Table) -> None:
 
 
 def test_writers_at_once_keep_the_bounds_and_the_totals(shared: Table) -> None:
-    """Two stores writing and deleting at once from four threads (replicas under load): every
-    write lands, the bound holds, the totals match the rows, and no writer deadlocks."""
-    stores = [store(shared, count=20), store(shared, count=20)]
+    """Two stores writing and deleting at once from four threads (replicas under load), each
+    thread a key: every write lands, the bounds hold, the totals (the table's, each key's)
+    match the rows, and no writer deadlocks."""
+    stores = [store(shared, count=20, key_count=8), store(shared, count=20, key_count=8)]
     failures: list[BaseException] = []
 
     def write(worker: int) -> None:
+        key = (A, B, C, D)[worker]
         try:
             for n in range(30):
                 s = stores[(worker + n) % 2]
-                s.put(stored(worker * 1000 + n, "x" * (n % 7) * 10))
+                s.put(stored(worker * 1000 + n, "x" * (n % 7) * 10, owner=key))
                 if n % 5 == 0:
-                    s.delete(f"resp_{worker * 1000 + n - 1}")
+                    s.delete(f"resp_{worker * 1000 + n - 1}", key)
         except BaseException as exc:  # reported below, from the test's thread
             failures.append(exc)
 
@@ -274,6 +404,10 @@ def test_writers_at_once_keep_the_bounds_and_the_totals(shared: Table) -> None:
     assert not failures, failures
     assert usage(stores[0]) == usage(stores[1]) == shared.rows()
     assert usage(stores[0])[0] == 20
-    evicted = sum(s.evictions.counts[OVER_LIMIT] for s in stores)
+    kept, counted = shared.owners()
+    assert kept == counted and all(count <= 8 for count, _ in kept.values())
+    evicted = sum(
+        s.evictions.counts[OVER_LIMIT] + s.evictions.counts[OVER_KEY_LIMIT] for s in stores
+    )
     deleted = 4 * 30 - 20 - evicted
     assert 0 < deleted <= 4 * 6

@@ -1,6 +1,7 @@
-"""The stored Responses' gauges (metrics/responses_store.py): what the table holds, the
-evictions this process made by reason, and the bounds; a table out of reach leaves its held
-count out rather than failing the scrape, and a slow one never makes a scrape wait."""
+"""The stored Responses' gauges (metrics/responses_store.py): what the table holds, how many
+keys hold some and how many are at their quota (counted, never a label per key), the evictions
+this process made by reason, and the bounds and each key's quota; a table out of reach leaves
+its held count out rather than failing the scrape, and a slow one never makes a scrape wait."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[str, ...]], fl
 @pytest.mark.unit
 def test_the_gauges_follow_the_table() -> None:
     clock = Clock()
-    store = SqliteStore(None, StoreLimits(2, 1 << 20, 30.0), clock)
+    store = SqliteStore(None, StoreLimits(2, 1 << 20, 30.0, 1, 1 << 10), clock)
     registry = CollectorRegistry()
     collector = ResponseStoreCollector(store, max_age=3600)  # read now, then when refreshed
     registry.register(collector)
@@ -47,22 +48,30 @@ def test_the_gauges_follow_the_table() -> None:
         store.put(StoredResponse(f"resp_{n}", {"output": []}, []))
     clock.now += 31
     store.put(StoredResponse("resp_3", {"output": []}, []))  # the other two expired
+    for n in (4, 5):  # a key's second evicts its first (its quota is 1)
+        store.put(StoredResponse(f"resp_{n}", {"output": []}, [], owner="sha256:aa"))
     assert samples(registry)[("genai_responses_store_responses", ())] == 0, "not read again"
     collector.refresh()
     got = samples(registry)
     assert got == {
-        ("genai_responses_store_responses", ()): 1,
-        ("genai_responses_store_bytes", ()): len('{"response": {"output": []}, "input": []}'),
+        ("genai_responses_store_responses", ()): 2,
+        ("genai_responses_store_bytes", ()): 2 * len('{"response": {"output": []}, "input": []}'),
+        ("genai_responses_store_keys", ()): 1,
+        ("genai_responses_store_keys_at_quota", ()): 1,
         ("genai_responses_store_evictions_total", ("expired",)): 2,
         ("genai_responses_store_evictions_total", ("limit",)): 1,
+        ("genai_responses_store_evictions_total", ("key_limit",)): 1,
         ("genai_responses_store_max_responses", ()): 2,
         ("genai_responses_store_max_bytes", ()): 1 << 20,
         ("genai_responses_store_ttl_seconds", ()): 30,
+        ("genai_responses_store_key_max_responses", ()): 1,
+        ("genai_responses_store_key_max_bytes", ()): 1 << 10,
     }
     store.close()  # out of reach: no held count, the rest still scraped
     collector.refresh()
     got = samples(registry)
     assert ("genai_responses_store_responses", ()) not in got
+    assert ("genai_responses_store_keys", ()) not in got
     assert got[("genai_responses_store_max_responses", ())] == 2
 
 
@@ -79,6 +88,9 @@ class SlowStore:
         time.sleep(self.delay)
         self.reads.release()
         return self.count, 0
+
+    def keys(self) -> tuple[int, int] | None:
+        return 0, 0
 
 
 @pytest.mark.unit
@@ -111,4 +123,6 @@ def test_the_server_exposes_them(client: TestClient) -> None:
         assert time.monotonic() < deadline, f"the gauge did not come to {count}"
         time.sleep(0.1)
     assert metric(after, "genai_responses_store_max_responses") == 1000
+    assert metric(after, "genai_responses_store_key_max_responses") == 250, "a quarter"
+    assert metric(after, "genai_responses_store_key_max_bytes") == 16 * 1024 * 1024
     assert metric(after, "genai_responses_store_ttl_seconds") == 86400

@@ -18,7 +18,13 @@ from routes.responses import postgres_store
 from routes.responses.postgres_store import PostgresStore
 from routes.responses.sqlite_store import MIGRATIONS, SqliteStore
 from routes.responses.state import open_store
-from routes.responses.store import StoredResponse, StoreLimits, StoreUnavailable, UnknownSchema
+from routes.responses.store import (
+    StoredResponse,
+    StoreLimits,
+    StoreUnavailable,
+    UnknownSchema,
+    owner_hash,
+)
 from tests.postgres import PostgresServer
 
 LIMITS = StoreLimits(100, 1 << 20, 60.0)
@@ -40,6 +46,20 @@ CREATE TRIGGER responses_removed AFTER DELETE ON responses BEGIN
 END;
 """
 OLD_BODY = '{"response": {"output": []}, "input": []}'  # 41 bytes
+# What version 4 added (each owner's count and bytes), dropped to make a table of version 3.
+SQLITE_VERSION_4 = (
+    "DROP TRIGGER owners_added",
+    "DROP TRIGGER owners_removed",
+    "DROP INDEX responses_owner",
+    "DROP TABLE owners",
+)
+POSTGRES_VERSION_3 = (
+    "DROP TABLE genai_responses_owners",
+    "DROP TRIGGER genai_responses_owners_added ON genai_responses",
+    "DROP TRIGGER genai_responses_owners_removed ON genai_responses",
+    "DROP FUNCTION genai_responses_owners_added, genai_responses_owners_removed",
+    "DROP INDEX genai_responses_owner",
+)
 
 
 @pytest.mark.unit
@@ -67,7 +87,8 @@ def test_owners_stored_before_the_secret_keep_their_rows(tmp_path: Path) -> None
     path = tmp_path / "responses.db"
     SqliteStore(path, LIMITS).close()
     with sqlite3.connect(path) as db:
-        db.execute("DROP TABLE secret")
+        for statement in (*SQLITE_VERSION_4, "DROP TABLE secret"):
+            db.execute(statement)
         db.execute("PRAGMA user_version = 2")
         db.execute(
             "INSERT INTO responses (id, owner, expires, bytes, body) VALUES (?, ?, 9e12, 41, ?)",
@@ -81,7 +102,8 @@ def test_owners_stored_before_the_secret_keep_their_rows(tmp_path: Path) -> None
     s.close()
     with sqlite3.connect(path) as db:
         [(owner,)] = db.execute("SELECT owner FROM responses").fetchall()
-    assert owner.startswith("hmac-sha256:") and "aa" not in owner.removeprefix("hmac-sha256:")
+        [(secret,)] = db.execute("SELECT key FROM secret").fetchall()
+    assert owner == owner_hash(bytes.fromhex(secret), "sha256:aa") != "sha256:aa"
 
 
 @pytest.mark.live
@@ -91,6 +113,7 @@ def test_owners_stored_before_the_secret_keep_their_rows_in_postgres(
     url = postgres.new_database()
     PostgresStore(url, LIMITS).close()
     for statement in (
+        *POSTGRES_VERSION_3,
         "DROP TABLE genai_responses_secret",
         "UPDATE genai_responses_schema SET version = 1",
         "INSERT INTO genai_responses (id, owner, expires, bytes, body)"
@@ -105,6 +128,47 @@ def test_owners_stored_before_the_secret_keep_their_rows_in_postgres(
     assert owner.startswith("hmac-sha256:")
     # Another replica on the table reads the same secret.
     assert PostgresStore(url, LIMITS).get("resp_old", "sha256:aa") is not None
+
+
+KEYED = StoreLimits(100, 1 << 20, 60.0, key_responses=2)
+
+
+@pytest.mark.unit
+def test_owners_stored_before_quotas_are_counted(tmp_path: Path) -> None:
+    """A file at version 3 had no count per owner; version 4 counts the rows already stored,
+    so their key's quota applies to them at once (and only to them)."""
+    path = tmp_path / "responses.db"
+    s = SqliteStore(path, KEYED)
+    for n, owner in enumerate(["sha256:aa"] * 2 + ["sha256:bb", None]):
+        s.put(StoredResponse(f"resp_{n}", {"output": []}, [], owner=owner))
+    s.close()
+    with sqlite3.connect(path) as db:
+        for statement in SQLITE_VERSION_4:
+            db.execute(statement)
+        db.execute("PRAGMA user_version = 3")
+    s = SqliteStore(path, KEYED)
+    assert s.keys() == (2, 1)
+    s.put(StoredResponse("resp_9", {"output": []}, [], owner="sha256:aa"))
+    assert s.get("resp_0", "sha256:aa") is None, "its oldest went for its quota"
+    assert all(s.get(f"resp_{n}", o) for n, o in ((1, "sha256:aa"), (2, "sha256:bb"), (3, None)))
+    s.close()
+
+
+@pytest.mark.live
+def test_owners_stored_before_quotas_are_counted_in_postgres(postgres: PostgresServer) -> None:
+    url = postgres.new_database()
+    s = PostgresStore(url, KEYED)
+    for n, owner in enumerate(["sha256:aa"] * 2 + ["sha256:bb", None]):
+        s.put(StoredResponse(f"resp_{n}", {"output": []}, [], owner=owner))
+    s.close()
+    for statement in (*POSTGRES_VERSION_3, "UPDATE genai_responses_schema SET version = 2"):
+        postgres.sql(url, statement)
+    s = PostgresStore(url, KEYED)
+    assert s.keys() == (2, 1)
+    s.put(StoredResponse("resp_9", {"output": []}, [], owner="sha256:aa"))
+    assert s.get("resp_0", "sha256:aa") is None, "its oldest went for its quota"
+    assert all(s.get(f"resp_{n}", o) for n, o in ((1, "sha256:aa"), (2, "sha256:bb"), (3, None)))
+    s.close()
 
 
 @pytest.mark.unit

@@ -2,7 +2,8 @@
 model: every stored-Responses route, from the other key, answers exactly as for an id never
 stored (GET, input_items and DELETE 404; previous_response_id 400 ``previous_response_not_found``,
 as OpenAI answers an unknown one), whichever header carries the key; the owner's key still
-reaches it all; and the store keeps an HMAC of the key's hash, never the key."""
+reaches it all; the store keeps an HMAC of the key's hash, never the key; and one key storing
+past its quota evicts only its own oldest, never another key's (issue 47's probe)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from routes.responses.sqlite_store import SqliteStore
-from tests.conftest import assert_error, make_client, wait_ready
+from tests.conftest import assert_error, make_client, metric, wait_ready
 from tests.routes.responses.helpers import text_of
 
 pytestmark = pytest.mark.model
@@ -106,6 +107,25 @@ def test_the_store_keeps_a_hash_of_the_key_never_the_key(keyed: TestClient) -> N
     bare = hashlib.sha256(A.encode()).hexdigest()
     assert owner.startswith("hmac-sha256:") and bare not in owner
     assert A not in owner and A not in body and bare not in body
+
+
+def test_one_key_storing_many_keeps_anothers() -> None:
+    """A stores one; B stores many more than its quota (here 3): A's is still there and
+    chains; B keeps its newest 3; /metrics counts the keys, never names them."""
+    as_b = AS_B_EITHER_WAY[0]
+    one_token = {"max_output_tokens": 1}
+    with make_client(api_key=f"{A},{B}", responses_key_max=3) as client:
+        wait_ready(client)
+        mine = create(client, AS_A, input="Hello", **one_token)
+        theirs = [create(client, as_b, input="Hi", **one_token)["id"] for _ in range(8)]
+        assert client.get(f"/v1/responses/{mine['id']}", headers=AS_A).json() == mine
+        create(client, AS_A, input="More", previous_response_id=mine["id"], **one_token)
+        kept = [client.get(f"/v1/responses/{i}", headers=as_b).status_code for i in theirs]
+        assert kept == [404] * 5 + [200] * 3
+        text = client.get("/metrics", headers=AS_A).text
+    assert metric(text, "genai_responses_store_key_max_responses") == 3
+    assert metric(text, 'genai_responses_store_evictions_total{reason="key_limit"}') == 5
+    assert A not in text and B not in text and "sha256" not in text
 
 
 def _streamed(client: TestClient, headers: dict[str, str]) -> dict[str, Any]:
