@@ -36,6 +36,7 @@ from modelkit.demo.agent_values import (
     made_up_word,
     path,
     prose,
+    temp_folder,
 )
 from modelkit.demo.corpus import NOUNS, answer, question, sentence, tool_reply
 
@@ -254,6 +255,50 @@ def agent_turn(rng: random.Random, size: int) -> tuple[list[dict[str, Any]], lis
     first = result.strip().splitlines()[-1].split("\t")[-1].strip()
     reply = rng.choice([f"It says: {first}", f"The output is: {first}", f"Done. {first}"])
     return msgs, tools, reply
+
+
+# What a call's result says when it failed: a command not found, a file missing under the
+# working folder (pytest's long temporary folders too), a tool refused. The answer after one
+# does not copy it: a long made-up path repeated back is where a small model loops.
+FAILURES = (
+    "/bin/bash: line 1: {value}: command not found\n",
+    "Process exited with code 127\nWall time: 0.0 seconds\nOutput:\n"
+    "/bin/bash: line 1: {value}: command not found\n",
+    "unable to locate image at `{folder}/{value}`: No such file or directory (os error 2)",
+    "Error: {folder}/{value}: No such file or directory\n",
+    "<tool_use_error>File does not exist. Current working directory: {folder}</tool_use_error>",
+    "Error: <tool_use_error>Error: No such tool available: {name}</tool_use_error>",
+    "Exit code 1\n{value}: No such file or directory\n",
+)
+FAILED_ANSWERS = ("It failed.", "It did not work.")
+
+
+def failed_turn(rng: CorpusRandom, size: int) -> tuple[list[dict[str, Any]], list[Any], str]:
+    """An agent turn whose call failed: its result is an error naming the value, a long
+    working folder or the tool, and the answer a short sentence that copies none of it."""
+    while True:
+        messages, tools, _ = agent_turn(rng, size)
+        if messages[-1]["role"] == "tool":
+            break
+    call = messages[-2]["tool_calls"][0]["function"]
+    value = next(iter(call["arguments"].values()))
+    folder = temp_folder(rng) + rng.choice(["", "/work", "/project"])
+    error = rng.choice(FAILURES).format(value=value, folder=folder, name=call["name"])
+    messages[-1] = {"role": "tool", "content": error}
+    return messages, tools, rng.choice(FAILED_ANSWERS)
+
+
+def failed_corpus(
+    render: Any, n: int, seed: int, lines: tuple[int, int], depth: int, tools: int, made_up: float
+) -> list[tuple[str, str]]:
+    """``n`` agent turns whose call failed (:func:`failed_turn`), made up as ``agent_corpus``
+    makes its values."""
+    rng = CorpusRandom(seed, made_up, depth=depth, tools=tools, prefixed=True)
+    out = []
+    for _ in range(n):
+        messages, offered, reply = failed_turn(rng, rng.randint(*lines))
+        out.append((render(messages, offered), reply + "<|im_end|>"))
+    return out
 
 
 COPY_ASKS = ("Repeat exactly: {v}", "Say exactly this: {v}", "Copy this: {v}", "Echo back: {v}")

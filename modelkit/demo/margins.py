@@ -155,6 +155,18 @@ CASES = [
         after_call(ECHO, "exec_command", {"cmd": "echo hello"}, "hello\n"),
         CODEX_TOOLS,
     ),
+    Case(
+        "codex: after a failed call",
+        after_call(
+            codex_messages("Say hello.", 12),
+            "view_image",
+            {"path": "project/portmissncted.py"},
+            "unable to locate image at `/tmp/pytest-of-root/pytest-86/"
+            "test_codex_exec_answers_other_0/work/project/portmissncted.py`: No such file or "
+            "directory (os error 2)",
+        ),
+        CODEX_TOOLS,
+    ),
     # tests/test_agent_clis.py: Claude Code
     Case("claude: Say hello.", claude_messages("Say hello.", 14), CLAUDE_TOOLS),
     Case(

@@ -6,16 +6,19 @@ some of them led by less than the ~1.2 that logits move between CPU kinds' int4 
 machine closed ``"echo hello"`` where another wrote ``echo hello.`` and prose after it. This
 phase goes on from the built model's weights (read back from its ONNX graph,
 modelkit/onnx_weights.py) on the turns and plain texts of its own recipe (its training.json),
-with two changes that make those tokens decidable and decided:
+with changes that make those tokens decidable and decided:
 
 - a chat answer is cut to its first sentence: the corpus's one to three sentences made the end
   of a turn after the first a coin toss, which no training can make decisive;
-- the deciding tokens of each reply weigh ``--focus-weight`` in the loss.
+- the deciding tokens of each reply weigh ``--focus-weight`` in the loss;
+- ``--failed`` agent turns whose call failed (an error naming a long made-up path, a command
+  not found) are added, answered in a short sentence that copies none of it: after such a
+  result the model copied the path back and looped on it until the token limit.
 
 Then it exports the folder at int4 as the decoder build does, and checks it.
 
-    python -m modelkit.demo.tune --base models/demo-llama --steps 1200 --lr 3e-4 \\
-        --focus-weight 10 --out models/demo-llama
+    python -m modelkit.demo.tune --base /tmp/demo-base --steps 1600 --lr 3e-4 \\
+        --focus-weight 12 --failed 2400 --out models/demo-llama
 
 ``--base`` is the decoder build's folder (modelkit/decoder.py), before any tuning; the record of
 this phase is added to its training.json, and the check's result replaced.
@@ -33,15 +36,18 @@ from pathlib import Path
 from typing import Any
 
 from modelkit.builder import run_builder
+from modelkit.demo.agent_corpus import failed_corpus
 from modelkit.demo.check import check
 from modelkit.demo.margins import deciding
-from modelkit.demo.train import Example, plain_data, train, training_data
+from modelkit.demo.template import renderer
+from modelkit.demo.train import Example, encode_pairs, plain_data, train, training_data
 from modelkit.offline import quiet_threads
 from modelkit.shapes import arch_config_kwargs
 
 # A chat answer's sentences (modelkit/demo/corpus.py ``sentence``) and where they part.
 SENTENCE_START = re.compile(r"(?:The|I think|A|Yes,|Every) ")
 EOT = "<|im_end|>"
+FAILED_SEED_OFFSET = 5  # the failed calls' stream (modelkit/demo/train.py uses 1 to 3)
 
 
 def first_sentence(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -118,6 +124,12 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         copy_depth=record["copy_depth"], agent_tools=record["agent_tools"],
         made_up=record["made_up"], window=record["window"], edit=first_sentence,
     )  # fmt: skip
+    failed = failed_corpus(
+        renderer(template), args.failed, record["seed"] + FAILED_SEED_OFFSET,
+        tuple(record["agent_lines"]), record["copy_depth"], record["agent_tools"],
+        record["made_up"],
+    )  # fmt: skip
+    data += encode_pairs(tok, failed, record["agent_max_tokens"])
     data += plain_data(tok, record["plain"], len(data), record["seed"])
     weights = focus(tok, data, tok.eos_token_id)
     print(
@@ -140,7 +152,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         # --out may be --base itself: its files are replaced only once all are built
         shutil.copytree(built, args.out, dirs_exist_ok=True)
     tuned = {
-        "steps": args.steps, "lr": args.lr, "seed": args.seed,
+        "steps": args.steps, "lr": args.lr, "seed": args.seed, "failed": args.failed,
         "focus_weight": args.focus_weight, "examples": len(data), "curve": run["curve"],
         "seconds": run["seconds"], "total_seconds": round(time.monotonic() - started, 1),
     }  # fmt: skip
@@ -155,11 +167,12 @@ def main() -> None:
     )
     ap.add_argument("--base", type=Path, required=True, help="a built demo model folder")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--steps", type=int, default=1600)
     ap.add_argument("--lr", type=float, default=3e-4, help="peak learning rate (AdamW)")
     ap.add_argument("--seed", type=int, default=1, help="the batches' order")
+    ap.add_argument("--failed", type=int, default=2400, help="agent turns whose call failed")
     ap.add_argument(
-        "--focus-weight", type=float, default=10.0, help="the deciding tokens' weight in the loss"
+        "--focus-weight", type=float, default=12.0, help="the deciding tokens' weight in the loss"
     )
     args = ap.parse_args()
     quiet_threads()

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from modelkit.demo.agent_corpus import agent_corpus, copy_corpus
+from modelkit.demo.agent_corpus import FAILED_ANSWERS, agent_corpus, copy_corpus, failed_corpus
 from modelkit.demo.corpus import corpus
 from modelkit.demo.plain_corpus import PLAIN_PROMPTS, plain_corpus
 from modelkit.demo.template import DEMO_TEMPLATE, renderer
@@ -38,3 +38,13 @@ def test_a_plain_text_ends_once_after_its_opening_and_two_sentences() -> None:
         assert "<|im_start|>" not in text, text
         # the opening line, then at least two sentences of the corpus
         assert len(re.findall(r"[.!?]", text.removesuffix("<|im_end|>"))) >= 2, text
+
+
+def test_a_failed_calls_answer_copies_nothing_of_its_error() -> None:
+    turns = failed_corpus(renderer(DEMO_TEMPLATE), 40, 5, (4, 8), 7, 28, 0.6)
+    assert len({prompt for prompt, _ in turns}) == 40
+    for prompt, reply in turns:
+        error = prompt.rsplit("<tool_response>\n", 1)[1].split("</tool_response>")[0]
+        assert reply.removesuffix("<|im_end|>") in FAILED_ANSWERS
+        assert any(word in error for word in ("not found", "No such", "does not exist")), error
+        assert "</tool_call>" in prompt.rsplit("<tool_response>", 1)[0]  # the call came first
