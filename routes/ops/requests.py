@@ -10,6 +10,7 @@ The admin routes list and cancel everyone's through the same two functions.
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
@@ -17,6 +18,7 @@ from backends.core.registry import ModelRegistry
 from backends.errors import GenAIError, RequestNotFound
 from routes.http.auth import keys_set, request_owner
 from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
+from schemas.errors import ErrorResponse
 from schemas.ops import CancelResult, InflightList, InflightRequest
 
 
@@ -65,9 +67,15 @@ def require_owner(request: Request, settings: SettingsDep) -> str | None:
 
 
 router = APIRouter(prefix="/v1/requests", tags=["ops"])
+OFF: dict[int | str, dict[str, Any]] = {
+    403: {
+        "model": ErrorResponse,
+        "description": "No API keys and the admin routes off: callers cannot be told apart",
+    }
+}
 
 
-@router.get("", response_model=InflightList, responses={401: ERROR_RESPONSES[401]})
+@router.get("", response_model=InflightList, responses={401: ERROR_RESPONSES[401], **OFF})
 async def own_requests(
     models: ModelsDep, owner: str | None = Depends(require_owner)
 ) -> InflightList:
@@ -75,7 +83,9 @@ async def own_requests(
     return listed(models, owner)
 
 
-@router.post("/{request_id}/cancel", response_model=CancelResult, responses=ERROR_RESPONSES)
+@router.post(
+    "/{request_id}/cancel", response_model=CancelResult, responses={**ERROR_RESPONSES, **OFF}
+)
 async def cancel_own_request(
     request_id: str, models: ModelsDep, owner: str | None = Depends(require_owner)
 ) -> CancelResult:
