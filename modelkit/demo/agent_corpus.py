@@ -301,6 +301,65 @@ def failed_corpus(
     return out
 
 
+# A command's result as Codex CLI 0.169 hands it to the model (its exec tool's output), and
+# the exits a command in a fresh folder meets: the exit code says whether it worked.
+EXEC_FAILURES = (
+    (127, "/bin/bash: line 1: {program}: command not found"),
+    (128, "fatal: not a git repository (or any of the parent directories): .git"),
+    (1, "{program}: {word}: No such file or directory"),
+    (2, "ls: cannot access '{word}': No such file or directory"),
+    (
+        129,
+        "usage: {program} [<options>] <path>\n\n    -p, --patch    generate patch\n"
+        "    -q, --quiet    show nothing",
+    ),
+)
+
+
+def exec_output(rng: random.Random, code: int, output: str) -> str:
+    """``output`` of a command that exited with ``code``, in Codex's exec result shape."""
+    return (
+        f"Chunk ID: {rng.getrandbits(24):06x}\nWall time: 0.{rng.randint(0, 9999):04d} seconds\n"
+        f"Process exited with code {code}\nOriginal token count: {rng.randint(1, 60)}\n"
+        f"Output:\n{output}\n"
+    )
+
+
+def exec_turn(rng: CorpusRandom, size: int) -> tuple[list[dict[str, Any]], list[Any], str]:
+    """An agent turn that ran a command, its result in Codex's shape: exit code 0 is answered
+    with the output's last line, any other code in a short sentence that copies none of it
+    (after ``fatal: not a git repository`` the model said "It says: The 0" from the wall
+    time, and looped on the zeros)."""
+    while True:
+        messages, tools, _ = agent_turn(rng, size)
+        if messages[-1]["role"] == "tool":
+            call = messages[-2]["tool_calls"][0]["function"]
+            if call["name"] in KINDS[0].names:
+                break
+    cmd = str(next(iter(call["arguments"].values())))
+    if rng.random() < 0.5:
+        out = cmd[5:] if cmd.startswith("echo ") else " ".join(rng.choice(WORDS) for _ in range(3))
+        messages[-1] = {"role": "tool", "content": exec_output(rng, 0, out)}
+        return messages, tools, rng.choice([f"It says: {out}", f"The output is: {out}"])
+    code, text = rng.choice(EXEC_FAILURES)
+    output = text.format(program=cmd.split()[0], word=rng.choice(WORDS + NOUNS))
+    messages[-1] = {"role": "tool", "content": exec_output(rng, code, output)}
+    return messages, tools, rng.choice(FAILED_ANSWERS)
+
+
+def exec_corpus(
+    render: Any, n: int, seed: int, lines: tuple[int, int], depth: int, tools: int, made_up: float
+) -> list[tuple[str, str]]:
+    """``n`` agent turns that ran a command (:func:`exec_turn`), made up as ``agent_corpus``
+    makes its values."""
+    rng = CorpusRandom(seed, made_up, depth=depth, tools=tools, prefixed=True)
+    out = []
+    for _ in range(n):
+        messages, offered, reply = exec_turn(rng, rng.randint(*lines))
+        out.append((render(messages, offered), reply + "<|im_end|>"))
+    return out
+
+
 COPY_ASKS = ("Repeat exactly: {v}", "Say exactly this: {v}", "Copy this: {v}", "Echo back: {v}")
 
 

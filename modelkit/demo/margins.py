@@ -31,6 +31,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from modelkit.demo.agent_corpus import FAILED_ANSWERS
 from modelkit.demo.agent_values import prose
 from modelkit.demo.template import renderer
 
@@ -119,6 +120,9 @@ class Case:
     # The call the answer must be, as ``(tool, arguments)``: fed token by token (its margins
     # are the right token's lead over the best other); None: the greedy answer, whatever it is.
     call: tuple[str, dict[str, str]] | None = None
+    # The greedy answers the case allows, where what it says matters (after a failed command:
+    # a short sentence, not text copied from the result's header); empty: any.
+    answers: tuple[str, ...] = ()
 
     def expected(self) -> str | None:
         if self.call is None:
@@ -127,7 +131,16 @@ class Case:
         return f"{OPEN}\n{json.dumps({'name': name, 'arguments': arguments})}\n{CLOSE}"
 
 
+def codex_exec(code: int, output: str) -> str:
+    """A command's result as Codex CLI 0.169 gives it to the model."""
+    return (
+        f"Chunk ID: 4e1c2a\nWall time: 0.0000 seconds\nProcess exited with code {code}\n"
+        f"Original token count: {len(output) // 4 + 1}\nOutput:\n{output}\n"
+    )
+
+
 ECHO = codex_messages("Run the command echo hello.", 11)
+SAY_HELLO = codex_messages("Say hello.", 12)
 NOTES = "/tmp/tmpk3j9x2ab/notes.txt"
 READ = claude_messages(f"Read the file {NOTES} and tell me what it says.", 13)
 CASES = [
@@ -143,7 +156,7 @@ CASES = [
         ("get_weather", {"city": "Paris"}),
     ),
     # tests/test_agent_clis.py: Codex CLI
-    Case("codex: Say hello.", codex_messages("Say hello.", 12), CODEX_TOOLS),
+    Case("codex: Say hello.", SAY_HELLO, CODEX_TOOLS),
     Case(
         "codex: Run the command echo hello.",
         ECHO,
@@ -152,13 +165,37 @@ CASES = [
     ),
     Case(
         "codex: after echo hello",
-        after_call(ECHO, "exec_command", {"cmd": "echo hello"}, "hello\n"),
+        after_call(ECHO, "exec_command", {"cmd": "echo hello"}, codex_exec(0, "hello")),
         CODEX_TOOLS,
+        answers=("It says: hello", "The output is: hello"),
     ),
+    # "Say hello." under other kernels: Codex's demo sometimes runs a command first
+    Case(
+        "codex: after git status",
+        after_call(
+            SAY_HELLO,
+            "exec_command",
+            {"cmd": "git status"},
+            codex_exec(128, "fatal: not a git repository (or any of the parent directories): .git"),
+        ),
+        CODEX_TOOLS,
+        answers=FAILED_ANSWERS,
+    ),  # fmt: skip
+    Case(
+        "codex: after a command not found",
+        after_call(
+            SAY_HELLO,
+            "exec_command",
+            {"cmd": "bsw"},
+            codex_exec(127, "/bin/bash: line 1: bsw: command not found"),
+        ),
+        CODEX_TOOLS,
+        answers=FAILED_ANSWERS,
+    ),  # fmt: skip
     Case(
         "codex: after a failed call",
         after_call(
-            codex_messages("Say hello.", 12),
+            SAY_HELLO,
             "view_image",
             {"path": "project/portmissncted.py"},
             "unable to locate image at `/tmp/pytest-of-root/pytest-86/"
@@ -166,6 +203,7 @@ CASES = [
             "directory (os error 2)",
         ),
         CODEX_TOOLS,
+        answers=FAILED_ANSWERS,
     ),
     # tests/test_agent_clis.py: Claude Code
     Case("claude: Say hello.", claude_messages("Say hello.", 14), CLAUDE_TOOLS),
@@ -332,6 +370,13 @@ def main() -> None:
     print(table(outcomes))
     low = [o.case for o in outcomes if o.least < BOUND]
     print(f"\nbelow {BOUND}: {low or 'none'}")
+    wrong = [o.case for o, c in zip(outcomes, CASES, strict=True) if not answered(o, c)]
+    print(f"answers not allowed: {wrong or 'none'}")
+
+
+def answered(outcome: Outcome, case: Case) -> bool:
+    """Whether the greedy answer is one the case allows."""
+    return not case.answers or outcome.text.strip() in case.answers
 
 
 if __name__ == "__main__":

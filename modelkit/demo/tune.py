@@ -13,12 +13,16 @@ with changes that make those tokens decidable and decided:
 - the deciding tokens of each reply weigh ``--focus-weight`` in the loss;
 - ``--failed`` agent turns whose call failed (an error naming a long made-up path, a command
   not found) are added, answered in a short sentence that copies none of it: after such a
-  result the model copied the path back and looped on it until the token limit.
+  result the model copied the path back and looped on it until the token limit;
+- ``--exec`` agent turns that ran a command, with its result in the shape Codex CLI gives it
+  (chunk id, wall time, exit code, output), answered with the output when the code is 0 and as
+  failed otherwise: given the recipe's shape alone, the model answered a failed ``git status``
+  with "It says: The 0" and looped on the wall time's zeros.
 
 Then it exports the folder at int4 as the decoder build does, and checks it.
 
     python -m modelkit.demo.tune --base /tmp/demo-base --steps 1600 --lr 3e-4 \\
-        --focus-weight 12 --failed 2400 --out models/demo-llama
+        --focus-weight 12 --failed 2400 --exec 2400 --out models/demo-llama
 
 ``--base`` is the decoder build's folder (modelkit/decoder.py), before any tuning; the record of
 this phase is added to its training.json, and the check's result replaced.
@@ -36,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from modelkit.builder import run_builder
-from modelkit.demo.agent_corpus import failed_corpus
+from modelkit.demo.agent_corpus import exec_corpus, failed_corpus
 from modelkit.demo.check import check
 from modelkit.demo.margins import deciding
 from modelkit.demo.template import renderer
@@ -48,6 +52,7 @@ from modelkit.shapes import arch_config_kwargs
 SENTENCE_START = re.compile(r"(?:The|I think|A|Yes,|Every) ")
 EOT = "<|im_end|>"
 FAILED_SEED_OFFSET = 5  # the failed calls' stream (modelkit/demo/train.py uses 1 to 3)
+EXEC_SEED_OFFSET = 6  # the commands' results in Codex's shape
 
 
 def first_sentence(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -129,6 +134,11 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         tuple(record["agent_lines"]), record["copy_depth"], record["agent_tools"],
         record["made_up"],
     )  # fmt: skip
+    failed += exec_corpus(
+        renderer(template), args.exec, record["seed"] + EXEC_SEED_OFFSET,
+        tuple(record["agent_lines"]), record["copy_depth"], record["agent_tools"],
+        record["made_up"],
+    )  # fmt: skip
     data += encode_pairs(tok, failed, record["agent_max_tokens"])
     data += plain_data(tok, record["plain"], len(data), record["seed"])
     weights = focus(tok, data, tok.eos_token_id)
@@ -153,6 +163,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         shutil.copytree(built, args.out, dirs_exist_ok=True)
     tuned = {
         "steps": args.steps, "lr": args.lr, "seed": args.seed, "failed": args.failed,
+        "exec": args.exec,
         "focus_weight": args.focus_weight, "examples": len(data), "curve": run["curve"],
         "seconds": run["seconds"], "total_seconds": round(time.monotonic() - started, 1),
     }  # fmt: skip
@@ -171,6 +182,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=3e-4, help="peak learning rate (AdamW)")
     ap.add_argument("--seed", type=int, default=1, help="the batches' order")
     ap.add_argument("--failed", type=int, default=2400, help="agent turns whose call failed")
+    ap.add_argument(
+        "--exec", type=int, default=2400, help="agent turns that ran a command (Codex's shape)"
+    )
     ap.add_argument(
         "--focus-weight", type=float, default=12.0, help="the deciding tokens' weight in the loss"
     )

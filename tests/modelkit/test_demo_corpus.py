@@ -7,7 +7,13 @@ import re
 
 import pytest
 
-from modelkit.demo.agent_corpus import FAILED_ANSWERS, agent_corpus, copy_corpus, failed_corpus
+from modelkit.demo.agent_corpus import (
+    FAILED_ANSWERS,
+    agent_corpus,
+    copy_corpus,
+    exec_corpus,
+    failed_corpus,
+)
 from modelkit.demo.corpus import corpus
 from modelkit.demo.plain_corpus import PLAIN_PROMPTS, plain_corpus
 from modelkit.demo.template import DEMO_TEMPLATE, renderer
@@ -48,3 +54,25 @@ def test_a_failed_calls_answer_copies_nothing_of_its_error() -> None:
         assert reply.removesuffix("<|im_end|>") in FAILED_ANSWERS
         assert any(word in error for word in ("not found", "No such", "does not exist")), error
         assert "</tool_call>" in prompt.rsplit("<tool_response>", 1)[0]  # the call came first
+
+
+def test_a_commands_result_in_codexs_shape_is_answered_by_its_exit_code() -> None:
+    turns = exec_corpus(renderer(DEMO_TEMPLATE), 60, 6, (4, 8), 7, 28, 0.6)
+    codes = set()
+    for prompt, reply in turns:
+        result = prompt.rsplit("<tool_response>\n", 1)[1].split("</tool_response>")[0]
+        found = re.fullmatch(
+            r"Chunk ID: [0-9a-f]{6}\nWall time: 0\.\d{4} seconds\nProcess exited with code "
+            r"(\d+)\nOriginal token count: \d+\nOutput:\n(.*)\n\n",
+            result,
+            re.DOTALL,
+        )
+        assert found, result
+        code, output = int(found[1]), found[2]
+        codes.add(code == 0)
+        answer = reply.removesuffix("<|im_end|>")
+        if code == 0:  # the output, copied
+            assert answer in (f"It says: {output}", f"The output is: {output}"), (answer, output)
+        else:  # a short sentence, nothing of the result
+            assert answer in FAILED_ANSWERS, (answer, result)
+    assert codes == {True, False}

@@ -4,7 +4,9 @@ Where the demo's turns decide a test or a documented example (the agent CLIs' ca
 answers, the README's curls, the playground's first message), the token that closes a copied
 argument, the tokens that close the call and the end of the turn each lead the runner-up by at
 least ``BOUND`` logits (modelkit/demo/margins.py), on this machine's int4 kernels and on the
-other int4 kernel path (tests/kernel_variants.py). Logits move by up to about 1.2 between two
+other int4 kernel path (tests/kernel_variants.py); and where what an answer says decides
+(after a failed command: a short sentence, not the result's header copied back), the greedy
+answer is one the case allows. Logits move by up to about 1.2 between two
 CPU kinds' kernels, so a verdict that holds here by that margin holds on them too."""
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from config.settings import DEMO_MODEL_DIR
-from modelkit.demo.margins import BOUND, CASES, deciding, margins, table, value_quotes
+from modelkit.demo.margins import (
+    BOUND,
+    CASES,
+    answered,
+    deciding,
+    margins,
+    table,
+    value_quotes,
+)
 from modelkit.demo.tune import EOT, first_sentence
 from tests.kernel_variants import NOISE, other_kernels
 
@@ -41,6 +51,8 @@ def test_every_deciding_token_leads_by_the_bound(kernels: str, tmp_path: Path) -
     for o, case in zip(outcomes, CASES, strict=True):
         kinds = {d.kind for d in o.decisions}
         assert "end" in kinds and ("quote" in kinds or case.call is None), o
+        # and where what it says matters, it says what the case allows
+        assert answered(o, case), (o.text, case.answers)
 
 
 @pytest.mark.unit
