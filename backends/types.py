@@ -313,7 +313,15 @@ class TextPrompt:
     text: str
 
 
-Prompt = ChatPrompt | TextPrompt
+@dataclass(frozen=True)
+class TokenPrompt:
+    """Token ids, fed to the model as they are (no template, no tokenizer): what a client that
+    tokenized itself sends, or what a render route returned."""
+
+    ids: tuple[int, ...]
+
+
+Prompt = ChatPrompt | TextPrompt | TokenPrompt
 
 
 @dataclass

@@ -15,8 +15,8 @@ from typing import Any
 from backends.chat.template import Encode, TemplateSet, encode_chat, render_chat
 from backends.errors import InvalidRequest
 from backends.models.folder import ModelFolder
-from backends.models.loader import LoadedModel
-from backends.types import ChatPrompt, ImageInput, PreparedPrompt, Prompt, TextPrompt
+from backends.models.loader import LoadedModel, decode_ids
+from backends.types import ChatPrompt, ImageInput, PreparedPrompt, Prompt, TextPrompt, TokenPrompt
 
 
 def templates_of(folder: ModelFolder) -> TemplateSet:
@@ -80,6 +80,8 @@ def render_and_encode(
                 param=param,
             ) from None
 
+    if isinstance(prompt, TokenPrompt):  # the ids were checked against the vocabulary
+        return PreparedPrompt(decode_ids(tokenizer, prompt.ids), list(prompt.ids))
     if isinstance(prompt, ChatPrompt):
         text = render_chat(templates, prompt)
         ids = continue_chat(encode, text, prompt, specials)
@@ -108,5 +110,7 @@ def prompt_chars(prompt: Prompt) -> int:
     """Characters of what the client sent (the template's own text not counted)."""
     if isinstance(prompt, TextPrompt):
         return len(prompt.text)
+    if isinstance(prompt, TokenPrompt):
+        return 0  # no text to tokenize: its length is checked in tokens
     content = sum(len(str(m.get("content") or "")) for m in prompt.messages)
     return content + len(json.dumps(list(prompt.tools))) if prompt.tools else content

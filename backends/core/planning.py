@@ -29,6 +29,7 @@ from backends.types import (
     GenerationParams,
     PreparedPrompt,
     TextPrompt,
+    TokenPrompt,
 )
 
 
@@ -86,6 +87,8 @@ def check_prompt_text(request: GenerationRequest) -> None:
         if isinstance(prompt, TextPrompt):
             check_text(prompt.text, param, nul=True)
             continue
+        if isinstance(prompt, TokenPrompt):
+            continue  # ids: checked against the model's vocabulary (check_prompt_ids)
         assert isinstance(prompt, ChatPrompt)
         for message in prompt.messages:
             role = str(message.get("role") or "a")
@@ -93,6 +96,24 @@ def check_prompt_text(request: GenerationRequest) -> None:
         check_text(prompt.tools, Field("tools"), nul=True, within="tool")
         check_text(prompt.template_args, Field("template_args"), nul=True)
     check_text(list(request.stop), Field("stop"), nul=True, within="stop string")
+
+
+def check_prompt_ids(request: GenerationRequest, vocab_size: int) -> None:
+    """Refuse a token-id prompt with an id outside the model's vocabulary, naming where it
+    stands (``prompt[j]``, or ``prompt[i][j]`` among several prompts)."""
+    prompts = request.prompts
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, TokenPrompt):
+            continue
+        bad = next((j for j, t in enumerate(prompt.ids) if not 0 <= t < vocab_size), None)
+        if bad is not None:
+            param = Field("prompt")
+            where = f"[{i}][{bad}]" if len(prompts) > 1 else f"[{bad}]"
+            raise InvalidRequest(
+                [param, f"{where} is {prompt.ids[bad]}, not a token id of this model (its "
+                 f"vocabulary is 0 to {vocab_size - 1})."],
+                param=param,
+            )  # fmt: skip
 
 
 def check_prompt_size(

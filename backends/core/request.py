@@ -14,9 +14,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.models.sampling import DEFAULTED_FIELDS
-from backends.types import ChatPrompt, GuidanceKind, Prompt, SamplingParams, TextPrompt
+from backends.types import (
+    ChatPrompt,
+    GuidanceKind,
+    Prompt,
+    SamplingParams,
+    TextPrompt,
+    TokenPrompt,
+)
 
-__all__ = ["ChatPrompt", "GenerationRequest", "Prompt", "TextPrompt", "json_schema_guidance"]
+__all__ = [
+    "ChatPrompt",
+    "GenerationRequest",
+    "Prompt",
+    "TextPrompt",
+    "TokenPrompt",
+    "json_schema_guidance",
+]
 
 
 @dataclass(frozen=True)
@@ -64,7 +78,7 @@ class GenerationRequest:
 
     @property
     def prompts(self) -> list[Prompt]:
-        if isinstance(self.prompt, ChatPrompt | TextPrompt):
+        if isinstance(self.prompt, ChatPrompt | TextPrompt | TokenPrompt):
             return [self.prompt]
         return list(self.prompt)
 

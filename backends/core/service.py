@@ -39,6 +39,7 @@ from backends.core.model_service import (
 from backends.core.planning import (
     apply_tools,
     check_beams,
+    check_prompt_ids,
     check_prompt_size,
     check_prompt_text,
     output_format,
@@ -222,6 +223,7 @@ class InferenceService(ModelService):
         request = own_transcripts(request, self.names)
         self._admit(request.choice_count)
         model, strategy = self._loaded()
+        check_prompt_ids(request, model.vocab_size)
         self.check_media(request)
         defaults = self.sampling_defaults
         if defaults is not None:
@@ -297,6 +299,7 @@ class InferenceService(ModelService):
         self._check_model(request.model)
         request = own_transcripts(request, self.names)
         loaded, strategy = self._loaded()
+        check_prompt_ids(request, loaded.vocab_size)
         self.check_media(request)
         check_prompt_text(request)
         request = apply_tools(request, self._chat_format)

@@ -44,6 +44,14 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def decode_ids(tokenizer: Any, token_ids: Sequence[int]) -> str:
+    """Token ids to text as generation decodes them: through ``tokenizer``'s stream.
+    (``Tokenizer.decode`` of a whole sequence stopped at the first byte token that is not valid
+    UTF-8 on its own, silently dropping the rest.)"""
+    stream = tokenizer.create_stream()
+    return "".join(str(stream.decode(int(t))) for t in token_ids)
+
+
 @dataclass
 class LoadedModel:
     """A model folder ready to serve: the tokenizer now, the og.Model when first asked for.
@@ -72,11 +80,7 @@ class LoadedModel:
         return kept if kept is not None else str(stream.decode(token))
 
     def decode(self, token_ids: Sequence[int]) -> str:
-        """Token ids to text as generation decodes them: through a tokenizer stream.
-        (``Tokenizer.decode`` of a whole sequence stopped at the first byte token that is not
-        valid UTF-8 on its own, silently dropping the rest.)"""
-        stream = self.tokenizer.create_stream()
-        return "".join(str(stream.decode(int(t))) for t in token_ids)
+        return decode_ids(self.tokenizer, token_ids)
 
     @cached_property
     def model(self) -> Any:

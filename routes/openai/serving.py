@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from backends.core.handle import ChoiceDelta, ChoiceResult, RequestHandle
 from backends.core.registry import ModelRegistry, ServedModel
-from backends.core.request import GenerationRequest, TextPrompt
+from backends.core.request import GenerationRequest, TextPrompt, TokenPrompt
 from backends.errors import GenerationFailed
 from backends.types import GeneratedToken, Logprob, PreparedPrompt, Usage
 from routes.door import ids
@@ -90,7 +90,7 @@ def chat_fields(body: ChatCompletionRequest) -> dict[str, str]:
 def completion_request(body: CompletionRequest, request_id: str) -> GenerationRequest:
     logprobs = body.logprobs is not None
     return GenerationRequest(
-        [TextPrompt(p) for p in body.prompts],
+        [TextPrompt(p) if isinstance(p, str) else TokenPrompt(tuple(p)) for p in body.prompts],
         sampling_params(
             body, logprobs=logprobs, top_logprobs=body.logprobs or 0, beams=body.beam_search
         ),

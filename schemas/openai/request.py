@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     ConfigDict,
     Field,
+    StrictInt,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -379,6 +380,19 @@ _COMPLETION_REFUSED: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 
 
+# A prompt of token ids (OpenAI's and vLLM's form): strict ints, so true and "1" are no ids.
+TokenIds = list[Annotated[StrictInt, Field(ge=0)]]
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_ids(value: Any) -> bool:
+    """Whether a ``prompt`` value is one prompt of token ids (not a list of prompts)."""
+    return isinstance(value, list) and bool(value) and isinstance(value[0], int)
+
+
 class CompletionRequest(OpenAIFields):
     model_config = ConfigDict(
         json_schema_extra={
@@ -386,8 +400,11 @@ class CompletionRequest(OpenAIFields):
         },
     )
 
-    prompt: str | list[str] = Field(
-        ..., description="A string or a list of strings (each gets `n` choices); no token ids."
+    prompt: str | list[str] | TokenIds | list[TokenIds] = Field(
+        ...,
+        description="A string, a list of strings, a list of token ids, or a list of such lists "
+        "(each prompt gets `n` choices). Token ids are fed as they are (what "
+        "`/v1/completions/render` returns); each must be in the model's vocabulary.",
     )
     logprobs: int | None = Field(
         None, ge=0, le=5, description="Return log-probabilities with this many alternatives."
@@ -395,10 +412,24 @@ class CompletionRequest(OpenAIFields):
     echo: bool = Field(False, description="Not supported (only false).")
     suffix: str | None = Field(None, description="Not supported.")
 
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt_shape(cls, value: Any) -> Any:
+        """One message for every wrong shape (the union's own names its first branch only)."""
+        items = value if isinstance(value, list) else [value]
+        flat = [x for item in items for x in (item if isinstance(item, list) else [item])]
+        if not all(_is_id(x) for x in flat) and not all(isinstance(x, str) for x in items):
+            raise PydanticCustomError(
+                "prompt_shape",
+                "a prompt is a string, a list of strings, a list of token ids (integers from "
+                "0) or a list of such lists",
+            )
+        return value
+
     @field_validator("prompt")
     @classmethod
-    def _prompt(cls, value: str | list[str]) -> str | list[str]:
-        prompts = [value] if isinstance(value, str) else value
+    def _prompt(cls, value: Any) -> Any:
+        prompts = [value] if isinstance(value, str) or _is_ids(value) else value
         if not prompts or not all(prompts):
             raise PydanticCustomError("empty_prompt", "give at least one non-empty prompt")
         return value
@@ -409,5 +440,7 @@ class CompletionRequest(OpenAIFields):
         return _check_unsupported(_COMPLETION_REFUSED, value, info)
 
     @property
-    def prompts(self) -> list[str]:
-        return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
+    def prompts(self) -> list[str | list[int]]:
+        """Each prompt: its text, or its token ids."""
+        prompt: Any = self.prompt  # the validator's union: narrowed by shape, not by type
+        return [prompt] if isinstance(prompt, str) or _is_ids(prompt) else list(prompt)

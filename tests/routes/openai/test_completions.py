@@ -1,5 +1,6 @@
-"""/v1/completions through the real app and the real demo model: raw text continuation, streams,
-stop strings, seeds and n, logprobs, the sampling fields, and what it refuses."""
+"""/v1/completions through the real app and the real demo model: raw text continuation, prompts
+of token ids, streams, stop strings, seeds and n, logprobs, the sampling fields, and what it
+refuses."""
 
 from __future__ import annotations
 
@@ -62,6 +63,48 @@ def test_completion_prompt_list_gives_n_choices_per_prompt(client: TestClient) -
         for p in (PROMPT, "The river")
     ]
     assert texts == [single[0], single[0], single[1], single[1]]
+
+
+# ---- token-id prompts ----------------------------------------------------------------------------
+def test_a_prompt_of_token_ids_continues_as_its_text_does(
+    client: TestClient, oracle: DirectGenerator
+) -> None:
+    ids = [int(t) for t in oracle.tokenizer.encode(PROMPT)]
+    expected, tokens = oracle.greedy(PROMPT, 12, 12)
+    body = complete(client, prompt=ids, temperature=0, max_tokens=12, min_tokens=12)
+    assert body["choices"][0]["text"] == expected
+    assert body["usage"]["prompt_tokens"] == len(ids)
+    streamed = stream(client, "/v1/completions", {"prompt": ids, "temperature": 0,
+                      "max_tokens": 12, "min_tokens": 12})  # fmt: skip
+    assert "".join(c["choices"][0]["text"] for c in streamed) == expected
+
+
+def test_several_prompts_of_token_ids_get_n_choices_each(client: TestClient) -> None:
+    rendered = client.post("/v1/completions/render", json={"prompt": [PROMPT, "The river"]})
+    first, second = (r["token_ids"] for r in rendered.json())
+    body = complete(client, prompt=[first, second], n=2, temperature=0, max_tokens=6)
+    texts = [c["text"] for c in body["choices"]]
+    as_text = complete(client, prompt=[PROMPT, "The river"], temperature=0, max_tokens=6)
+    assert texts == [as_text["choices"][0]["text"]] * 2 + [as_text["choices"][1]["text"]] * 2
+
+
+def test_a_rendered_chat_round_trips_through_completions(client: TestClient) -> None:
+    chat = {"messages": [{"role": "user", "content": "Hello!"}], "temperature": 0, "max_tokens": 8}
+    ids = client.post("/v1/chat/completions/render", json=chat).json()["token_ids"]
+    answer = client.post("/v1/chat/completions", json=chat).json()["choices"][0]["message"]
+    body = complete(client, prompt=ids, temperature=0, max_tokens=8)
+    assert body["choices"][0]["text"] == answer["content"]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "where"),
+    [([1, 2, 5000], "prompt[2] is 5000"), ([[1, 2], [3, 1024]], "prompt[1][1] is 1024")],
+)
+def test_a_token_id_outside_the_vocabulary_is_a_400_naming_where(
+    client: TestClient, prompt: list, where: str
+) -> None:
+    err = assert_error(client.post("/v1/completions", json={"prompt": prompt}), 400, "prompt")
+    assert err["message"].startswith(where) and "0 to 1023" in err["message"]
 
 
 # ---- stop strings --------------------------------------------------------------------------------
@@ -163,7 +206,9 @@ def test_unsupported_completion_fields_are_refused(client: TestClient, extra, pa
         ({"echo": 0}, "echo"),
         ({"prompt": ""}, "prompt"),
         ({"prompt": []}, "prompt"),
-        ({"prompt": [1, 2, 3]}, "prompt"),
+        ({"prompt": [1, -2]}, "prompt"),  # token ids are from 0
+        ({"prompt": [True]}, "prompt"),  # nor booleans
+        ({"prompt": [[1, 2], "text"]}, "prompt"),  # nor ids and text mixed
         ({"logit_bias": {"999999": 1}}, "logit_bias"),
     ],
 )

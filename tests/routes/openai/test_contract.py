@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Literal
 
+import httpx
 import openai
 import pytest
 from openai import OpenAI
@@ -95,6 +96,20 @@ def test_completion_and_its_stream_agree(api: OpenAI) -> None:
         if c.choices
     )
     assert streamed == text
+
+
+def test_a_prompt_of_token_ids_answers_as_its_text(api: OpenAI, base_url: str) -> None:
+    # The ids a render route gives (the SDK has none), sent back through the SDK.
+    rendered = httpx.post(
+        f"{base_url}/completions/render",
+        json={"prompt": PROMPT},
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    ids = rendered.json()[0]["token_ids"]
+    as_ids = api.completions.create(model=MODEL, prompt=ids, temperature=0, max_tokens=12)
+    as_text = api.completions.create(model=MODEL, prompt=PROMPT, temperature=0, max_tokens=12)
+    assert as_ids.choices[0].text == as_text.choices[0].text
+    assert as_ids.usage is not None and as_ids.usage.prompt_tokens == len(ids)
 
 
 def test_stop_is_cut_and_reported(api: OpenAI) -> None:
