@@ -19,6 +19,7 @@ from backends.config import service_configs
 from backends.core.model_service import ModelService
 from backends.core.registry import ModelRegistry
 from backends.engine.kv_events import KVEventPublisher, host_address
+from backends.models.hub import resolve_all
 from config.models_file import served_model_fields
 from config.settings import Settings
 from metrics.kv_events import KVEventCollector
@@ -131,7 +132,7 @@ def create_app(
         models = ModelRegistry([models], metrics)
     elif models is None:
         configs = service_configs(served_model_fields(settings), settings.server.limits())
-        models = ModelRegistry.from_configs(configs, metrics, kv_events)
+        models = ModelRegistry.from_configs(resolve_all(configs), metrics, kv_events)
     app.state.settings = settings
     app.state.kv_events = kv_events
     app.state.models = models

@@ -5,6 +5,7 @@ the address, then run uvicorn.
     python main_genai.py --model-dir /models/phi3 --device cuda --port 9000
     python main_genai.py --help               # every setting, its env name and default
     python main_genai.py export SOURCE --out DIR   # a Hugging Face model to a GenAI folder
+    python main_genai.py pull ORG/REPO[:VARIANT]   # a hub repo's variant for this machine
 
 Start-up problems print one clear line and exit with status 2 (no traceback).
 """
@@ -30,6 +31,7 @@ from backends.core.registry import ModelRegistry
 from backends.errors import StartupError
 from backends.models.encoder import read_model_encoder, serves_encoder
 from backends.models.folder import inspect_model_folder
+from backends.models.hub import resolve_all
 from backends.models.loader import check_adapters, import_og, resolve_max_length
 from backends.models.providers import detect_available, select_provider
 from config.cli import parse_args
@@ -116,7 +118,8 @@ def preflight(settings: Settings) -> None:
     if settings.server.responses_db is not None:
         open_store(settings.server).close()
     og = import_og()
-    for config in service_configs(served_model_fields(settings), settings.server.limits()):
+    configs = service_configs(served_model_fields(settings), settings.server.limits())
+    for config in resolve_all(configs):  # hf:ORG/REPO: fetched here if not in the cache
         model = config.model
         if serves_encoder(model):
             spec = read_model_encoder(model)
@@ -225,6 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from modelkit.export import main as export_main
 
         return export_main(args[1:])
+    if args[:1] == ["pull"]:
+        from backends.models.hub import main as pull_main
+
+        return pull_main(args[1:])
     overrides = parse_args(argv)
     try:
         settings = load_settings(overrides)

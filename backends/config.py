@@ -35,6 +35,17 @@ SPECULATIVE_TOKENS_BY_SCHEDULER = {"batch": 8, "generator": 0, "engine": 0}
 # documented default.
 SamplingDefaultsName = Literal["model", "api"]
 
+# A model path that names a Hugging Face hub repo rather than a folder: hf:ORG/REPO[:VARIANT]
+# (backends/models/hub.py fetches it into the hub's cache; the models file keeps it as it is).
+HUB_SCHEME = "hf:"
+
+
+def hub_source(path: str | Path) -> str | None:
+    """``ORG/REPO[:VARIANT]`` where ``path`` is ``hf:ORG/REPO[:VARIANT]``; None for a folder."""
+    text = str(path)
+    return text.removeprefix(HUB_SCHEME) if text.startswith(HUB_SCHEME) else None
+
+
 # The bounds. n-gram speculation's draft length (docs/speculation.md says how it was chosen)
 # and the longest n-gram looked up (og's n-gram: ngram_size - 1 <= 15); schemas/common.py's
 # request bounds are these (tests/config/test_settings.py).

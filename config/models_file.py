@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from backends.config import ModelConfig
+from backends.config import ModelConfig, hub_source
 from config.settings import SETTING_OF, ModelSettings, Settings, SettingsError
 
 if sys.version_info >= (3, 11):
@@ -67,10 +67,11 @@ class _Entry(BaseModel):
         return [self.name, *self.adapters]
 
     def resolved(self, base: Path) -> _Entry:
-        """Paths made absolute against ``base`` (the models file's folder)."""
+        """Paths made absolute against ``base`` (the models file's folder); a hub repo
+        (``hf:ORG/REPO``) is fetched when the server starts (backends/models/hub.py)."""
         return self.model_copy(
             update={
-                "path": base / self.path,
+                "path": self.path if hub_source(self.path) else base / self.path,  # hf:ORG/REPO
                 "adapters": {name: base / file for name, file in self.adapters.items()},
             }
         )

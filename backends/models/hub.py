@@ -1,0 +1,338 @@
+"""Models from the Hugging Face hub: ``GENAI_MODEL_DIR=hf:ORG/REPO[:VARIANT]`` and
+``python main_genai.py pull ORG/REPO[:VARIANT]``.
+
+``huggingface_hub`` moves the bytes: its cache, resumed transfers, ``HF_TOKEN``,
+``HF_ENDPOINT``, ``HF_HUB_OFFLINE``. This module decides which files to fetch, with the same
+logic that picks a variant in a hub-layout folder on disk (:mod:`backends.models.variants`):
+
+1. the repo's file listing and every ``genai_config.json`` in it (a few KiB): the variant
+   folders' configs say which execution provider each was made for;
+2. the chosen variant's files only (``snapshot_download(allow_patterns=...)``);
+3. what step 2 fetched, checked against the hub's checksums (sha256 for LFS files, the git
+   blob id for the others): huggingface_hub 2.4 checks sizes only. A file that does not match
+   is removed from the cache, so that the next pull fetches it again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from backends.config import HUB_SCHEME, ModelConfig, ServiceConfig, hub_source
+from backends.errors import StartupError
+from backends.models.variants import (
+    MAX_DEPTH,
+    PIN_SETTING,
+    choose,
+    file_candidate,
+    folder_candidate,
+)
+
+log = logging.getLogger("genai.hub")
+
+CONFIG_PATTERNS = ("genai_config.json", "*/genai_config.json")
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class HubRef:
+    """A hub repo and, optionally, the variant pinned in it (``ORG/REPO[:VARIANT]``)."""
+
+    repo: str
+    variant: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> HubRef:
+        repo, _, variant = text.strip().partition(":")
+        parts = repo.split("/")
+        if len(parts) != 2 or not all(p.strip() for p in parts) or any(" " in p for p in parts):
+            raise StartupError(
+                f"{HUB_SCHEME}{text}: name a Hugging Face hub repo as {HUB_SCHEME}ORG/REPO, "
+                "optionally with :VARIANT (a variant folder or ONNX file in it)."
+            )
+        return cls(repo, variant.strip().strip("/") or None)
+
+    def __str__(self) -> str:
+        return f"{HUB_SCHEME}{self.repo}" + (f":{self.variant}" if self.variant else "")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to fetch of a repo and what to serve of it."""
+
+    patterns: tuple[str, ...]  # snapshot_download's allow_patterns
+    serve: str  # the folder to serve, relative to the snapshot ("" for its top)
+    variant: str | None  # the ONNX file to pin in an export without genai_config.json
+    why: str
+
+
+@dataclass(frozen=True)
+class Pulled:
+    path: Path  # the folder to serve
+    plan: Plan
+    fetched: tuple[str, ...]  # files this call downloaded (and checked)
+
+
+class NotCached(StartupError):
+    """The repo, or the variant's files, are not all in the hub's cache."""
+
+
+def plan_files(root: Path, files: Iterable[str], provider: str, pin: str | None, name: str) -> Plan:
+    """The files of the repo whose listing is ``files`` to fetch for ``provider``: a GenAI
+    folder whole; in a repo of variant folders, the one :func:`variants.choose` picks (their
+    ``genai_config.json`` files must already be under ``root``); in an ONNX export without
+    one, the chosen ONNX file (and its external data) with the Hugging Face files, none of the
+    other ONNX files."""
+    listing = sorted(set(files))
+    if "genai_config.json" in listing:
+        if pin:
+            log.warning("%s=%s ignored: %s has a genai_config.json", PIN_SETTING, pin, name)
+        return Plan(("*",), "", None, "a GenAI model folder")
+    folders = [
+        PurePosixPath(f).parent.as_posix()
+        for f in listing
+        if PurePosixPath(f).name == "genai_config.json"
+        and len(PurePosixPath(f).parts) <= MAX_DEPTH + 1
+    ]
+    if folders:
+        candidates = [folder_candidate(root, root / f) for f in folders]
+        chosen, why = choose(candidates, provider, pin, Path(name), "variants")
+        return Plan((f"{chosen.rel}/*",), chosen.rel, None, f"variant {chosen.rel} ({why})")
+    onnx = [
+        f
+        for f in listing
+        if f.endswith(".onnx") and PurePosixPath(f).parent.as_posix() in (".", "onnx")
+    ]
+    if onnx:
+        candidates = [file_candidate(root, root / f) for f in onnx]
+        best, why = choose(candidates, provider, pin, Path(name), "ONNX files")
+        others = [c.rel for c in candidates if c is not best]
+        wanted = [f for f in listing if f.startswith(best.rel) or not _of_any(f, others)]
+        return Plan(tuple(wanted), "", best.rel, f"{best.rel} ({why})")
+    shown = ", ".join(listing[:8]) + (", ..." if len(listing) > 8 else "")
+    raise StartupError(
+        f"{name} holds no genai_config.json, no variant folder with one and no ONNX model "
+        f"(*.onnx or onnx/*.onnx); its files: {shown or 'none'}."
+    )
+
+
+def _of_any(file: str, models: Sequence[str]) -> bool:
+    """Whether ``file`` is one of ``models`` or its external data (model.onnx_data, .data)."""
+    return any(file.startswith(m) for m in models)
+
+
+def _cache_dir() -> str | None:
+    """The hub cache the environment names now (huggingface_hub reads it once, at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.environ["HF_HOME"], "hub")
+    return None
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _snapshot(
+    ref: HubRef,
+    patterns: Sequence[str],
+    *,
+    local_only: bool,
+    revision: str | None = None,
+) -> Path:
+    from huggingface_hub import snapshot_download
+
+    folder = snapshot_download(
+        ref.repo,
+        revision=revision,
+        allow_patterns=list(patterns),
+        cache_dir=_cache_dir(),
+        endpoint=os.environ.get("HF_ENDPOINT") or None,
+        local_files_only=local_only,
+    )
+    return Path(folder)
+
+
+def _tree(ref: HubRef, commit: str) -> dict[str, Any]:
+    from huggingface_hub import get_cached_repo_tree
+
+    files = get_cached_repo_tree(ref.repo, revision=commit, cache_dir=_cache_dir())
+    return {f.path: f for f in files}
+
+
+def _present(root: Path, tree: dict[str, Any]) -> set[str]:
+    return {path for path in tree if (root / path).is_file()}
+
+
+def git_blob_id(path: Path) -> str:
+    """The git object id of a file's content, which the hub lists for a non-LFS file."""
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
+    return _digest(path, digest)
+
+
+def sha256(path: Path) -> str:
+    return _digest(path, hashlib.sha256())
+
+
+def _digest(path: Path, digest: Any) -> str:
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return str(digest.hexdigest())
+
+
+def verify(root: Path, tree: dict[str, Any], files: Iterable[str]) -> None:
+    """Check ``files`` of the snapshot ``root`` against the hub's listing; a file that does not
+    match is removed from the cache (its blob and link) and named in a StartupError."""
+    bad: list[str] = []
+    for name in sorted(files):
+        entry, link = tree[name], root / name
+        if entry.lfs is not None:
+            expected, actual = entry.lfs.sha256, sha256(link)
+        else:
+            expected, actual = entry.blob_id, git_blob_id(link)
+        if actual != expected:
+            bad.append(f"{name} (expected {expected[:12]}…, got {actual[:12]}…)")
+            link.resolve().unlink(missing_ok=True)
+            link.unlink(missing_ok=True)
+    if bad:
+        raise StartupError(
+            f"checksum mismatch, the downloaded copy was removed: {'; '.join(bad)}. "
+            "Pull again; if it fails again, the hub or a proxy serves corrupt data."
+        )
+
+
+def _hub_error(ref: HubRef, exc: Exception) -> StartupError:
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    if isinstance(exc, RepositoryNotFoundError | GatedRepoError):
+        return StartupError(
+            f"{ref}: no such repo on the hub, or a private or gated one (set HF_TOKEN)."
+        )
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return StartupError(f"{ref}: download failed: {first}")
+
+
+def _not_cached(ref: HubRef, missing: Sequence[str]) -> NotCached:
+    if missing:
+        shown = ", ".join(missing[:3]) + (
+            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        )
+        what = (
+            f"is not complete in the Hugging Face cache: {len(missing)} file(s) missing ({shown})"
+        )
+    else:
+        what = "is not in the Hugging Face cache"
+    return NotCached(
+        f"{ref} {what}, and HF_HUB_OFFLINE=1 forbids downloading. Pull it where the hub is "
+        f"reachable: python main_genai.py pull {str(ref).removeprefix(HUB_SCHEME)}"
+    )
+
+
+def fetch(ref: HubRef, provider: str, *, local_only: bool) -> Pulled:
+    """The variant of ``ref`` for ``provider``, from the cache only (``local_only``: NotCached
+    if anything is missing) or downloaded as needed. StartupError says what went wrong."""
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    name = str(ref)
+    try:
+        root = _snapshot(ref, CONFIG_PATTERNS, local_only=local_only)
+        tree = _tree(ref, root.name)
+        plan = plan_files(root, tree, provider, ref.variant, name)
+        before = _present(root, tree)
+        wanted = _matching(tree, plan.patterns)
+        if local_only and not wanted <= before:
+            raise _not_cached(ref, sorted(wanted - before))
+        if not local_only:
+            log.info("%s: fetching %s", name, plan.why)
+            # at the commit step 1 listed, whatever the branch holds by now
+            root = _snapshot(ref, plan.patterns, local_only=False, revision=root.name)
+    except LocalEntryNotFoundError:
+        raise _not_cached(ref, []) from None
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        raise _hub_error(ref, exc) from None
+    fetched = sorted((_present(root, tree) & wanted) - before)
+    verify(root, tree, fetched)
+    return Pulled(root / plan.serve if plan.serve else root, plan, tuple(fetched))
+
+
+def _matching(tree: dict[str, Any], patterns: Sequence[str]) -> set[str]:
+    # huggingface_hub's own matching of allow_patterns: fnmatch, case-sensitive
+    return {path for path in tree if any(fnmatchcase(path, p) for p in patterns)}
+
+
+def machine_provider(device: str) -> str:
+    """The execution provider ``device`` means on this machine (``auto``: the first there)."""
+    from backends.models.providers import detect_available, select_provider
+
+    try:
+        import onnxruntime_genai as og
+    except ImportError:
+        return "cpu" if device == "auto" else device
+    return select_provider(device, detect_available(og)).name
+
+
+def resolve(model: ModelConfig, provider: Callable[[str], str] = machine_provider) -> ModelConfig:
+    """``model`` with an ``hf:`` path replaced by the cached folder to serve, downloaded first
+    if it is not in the cache (with HF_HUB_OFFLINE=1: NotCached instead). A pin in the path
+    (``:VARIANT``) wins over the model's ``variant``. Other paths are returned as they are."""
+    source = hub_source(model.path)
+    if source is None:
+        return model
+    ref = HubRef.parse(source)
+    if ref.variant is None and model.variant:
+        ref = replace(ref, variant=model.variant)
+    choice = provider(model.device)
+    try:
+        pulled = fetch(ref, choice, local_only=True)
+    except NotCached:
+        if offline():
+            raise
+        log.info("%s is not in the Hugging Face cache: downloading it", ref)
+        pulled = fetch(ref, choice, local_only=False)
+    log.info("model %r: %s served from %s (%s)", model.name, ref, pulled.path, pulled.plan.why)
+    return replace(model, path=pulled.path, variant=pulled.plan.variant)
+
+
+def resolve_all(configs: Iterable[ServiceConfig]) -> list[ServiceConfig]:
+    """Every served model's ``hf:`` path resolved (:func:`resolve`)."""
+    return [replace(c, model=resolve(c.model)) for c in configs]
+
+
+def main(argv: Sequence[str]) -> int:
+    """``main_genai.py pull ORG/REPO[:VARIANT]``: download the variant for this machine."""
+    parser = argparse.ArgumentParser(
+        prog="main_genai.py pull",
+        description="Download a model from the Hugging Face hub into its cache: only the "
+        "variant this machine's execution provider serves. Then serve it with "
+        "GENAI_MODEL_DIR=hf:ORG/REPO[:VARIANT]. HF_TOKEN, HF_ENDPOINT, HF_HUB_CACHE and "
+        "HF_HUB_OFFLINE apply.",
+    )
+    parser.add_argument("source", help="ORG/REPO, or ORG/REPO:VARIANT to pin a variant")
+    parser.add_argument(
+        "--device",
+        default=os.environ.get("GENAI_DEVICE", "auto"),
+        help="execution provider to pick the variant for (default: GENAI_DEVICE, else auto)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        ref = HubRef.parse(args.source.removeprefix(HUB_SCHEME))
+        pulled = fetch(ref, machine_provider(args.device), local_only=offline())
+    except StartupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{ref}: {pulled.plan.why}; {len(pulled.fetched)} file(s) downloaded, in {pulled.path}\n"
+        f"serve it: GENAI_MODEL_DIR={ref} python main_genai.py",
+        flush=True,
+    )
+    return 0
