@@ -22,6 +22,7 @@ from backends.models.infer_config import (
 )
 from backends.models.inferred_folder import write_inferred_folder
 from backends.models.onnx_graph import GraphReadError, read_graph_io
+from backends.models.package import is_model_package, package_folder
 from backends.models.sampling import SamplingDefaults, search_defaults
 from backends.models.variants import (
     choose,
@@ -36,8 +37,9 @@ log = logging.getLogger("genai.model")
 VALID_FOLDER = (
     "A GenAI model folder holds genai_config.json, the ONNX model it names (model.onnx, "
     "often with model.onnx.data) and tokenizer files (tokenizer.json, tokenizer_config.json); "
-    "a repo of such folders (one per variant) or a decoder-only ONNX export with past key "
-    "values, config.json and tokenizer files also serve. "
+    "a repo of such folders (one per variant), an ONNX Runtime model package (manifest.json) "
+    "or a decoder-only ONNX export with past key values, config.json and tokenizer files "
+    "also serve. "
     "Export one with: python main_genai.py export <hf-folder-or-id> --out <dir>"
 )
 
@@ -209,6 +211,10 @@ def inspect_model_folder(
         if variant:
             log.warning("GENAI_MODEL_VARIANT=%s ignored: %s has a genai_config.json", variant, path)
         return _inspect_genai_folder(path)
+    if is_model_package(path):  # NAME.ortpackage: its variant for the provider, laid out
+        packages = cache_dir / "packages" if cache_dir else None
+        folder_path, origin = package_folder(path, provider or _auto_provider(), variant, packages)
+        return replace(_inspect_genai_folder(folder_path), source=path, origin=origin)
     folders = find_variant_folders(path)
     if folders:
         candidates = [folder_candidate(path, f) for f in folders]

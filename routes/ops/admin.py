@@ -215,8 +215,9 @@ def under(path: Path, root: Path) -> Path | None:
 
 
 def _model_folder(path: Path | None) -> bool:
-    """A folder a model may be served from: a builder's (genai_config.json) or an export's
-    (config.json: Optimum, sentence-transformers, Whisper). The loader checks the rest."""
+    """A folder a model may be served from: a builder's (genai_config.json), an export's
+    (config.json: Optimum, sentence-transformers, Whisper) or an ONNX Runtime model package
+    (manifest.json). The loader checks the rest."""
     try:
         return path is not None and path.is_dir() and any(_is_file(path / f) for f in MODEL_FILES)
     except (OSError, ValueError):
@@ -230,4 +231,4 @@ def _is_file(path: Path | None) -> bool:
         return False
 
 
-MODEL_FILES = ("genai_config.json", "config.json")
+MODEL_FILES = ("genai_config.json", "config.json", "manifest.json")
