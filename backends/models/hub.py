@@ -324,6 +324,8 @@ def main(argv: Sequence[str]) -> int:
         help="execution provider to pick the variant for (default: GENAI_DEVICE, else auto)",
     )
     args = parser.parse_args(argv)
+    for chatty in ("httpx", "httpx2"):  # a line per request: the progress bars say it better
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         ref = HubRef.parse(args.source.removeprefix(HUB_SCHEME))
         pulled = fetch(ref, machine_provider(args.device), local_only=offline())
