@@ -132,7 +132,9 @@ def create_app(
         models = ModelRegistry([models], metrics)
     elif models is None:
         configs = service_configs(served_model_fields(settings), settings.server.limits())
-        models = ModelRegistry.from_configs(resolve_all(configs), metrics, kv_events)
+        models = ModelRegistry.from_configs(
+            resolve_all(configs), metrics, kv_events, max_loaded=settings.server.max_models
+        )
     app.state.settings = settings
     app.state.kv_events = kv_events
     app.state.models = models

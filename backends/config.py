@@ -34,6 +34,8 @@ SPECULATIVE_TOKENS_BY_SCHEDULER = {"batch": 8, "generator": 0, "engine": 0}
 # Where the sampling a request leaves out comes from: the model's folder, or each door's own
 # documented default.
 SamplingDefaultsName = Literal["model", "api"]
+# When a model is loaded: with the server, or by the first request that names it.
+LoadWhen = Literal["start", "first_use"]
 
 # A model path that names a Hugging Face hub repo rather than a folder: hf:ORG/REPO[:VARIANT]
 # (backends/models/hub.py fetches it into the hub's cache; the models file keeps it as it is).
@@ -66,6 +68,8 @@ LookupLength = Annotated[int, Ge(1), Le(PROMPT_LOOKUP_LIMIT)]
 Milliseconds = Annotated[float, Ge(0)]
 # Testing: the largest shift of a gap between two logits (batch: LogitNoise in its decoder).
 LogitNoise = Annotated[float, Ge(0), Le(100)]
+# Seconds a model stays loaded after its last request; -1: until it is unloaded or evicted.
+KeepLoaded = Annotated[float, Ge(-1)]
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,10 @@ class ModelConfig:
     max_inputs: AtLeastOne = 512  # inputs (texts, documents, pairs) one request may hold
     batch_tokens: AtLeastOne = 8192  # padded tokens one encoder batch may hold
     batch_wait_ms: Milliseconds = 2.0  # how long a batch waits for requests being tokenized
+    # Residency (backends/core/residency.py): loaded with the server or on first use, and
+    # unloaded this many seconds after its last request (-1: never by itself).
+    load: LoadWhen = "start"
+    keep_loaded: KeepLoaded = -1.0
 
     def speculative(self, scheduler: str) -> Speculative:
         """The server's n-gram speculation settings for sequences run by ``scheduler``."""

@@ -30,7 +30,9 @@ from backends.config import (
     AtLeastOne,
     Count,
     Device,
+    KeepLoaded,
     KvCacheMib,
+    LoadWhen,
     LogitNoise,
     LookupLength,
     ModelConfig,
@@ -221,6 +223,19 @@ class ModelSettings(BaseSettings):
         "prefix_store_mib",
         "batch scheduler: host-RAM prefix store (MiB): the KV cache of rows given up is kept "
         "there in 32-token blocks (LRU) for later prompts that share their prefix; 0 disables.",
+    )
+    load: LoadWhen = _model_setting(
+        "GENAI_LOAD",
+        "load",
+        "When a model is loaded: start (with the server) or first_use (by the first request "
+        "that names it; requests meanwhile wait for that one load).",
+    )
+    keep_loaded: KeepLoaded = _model_setting(
+        "GENAI_KEEP_LOADED",
+        "keep_loaded",
+        "Seconds a model stays loaded after its last request, then it is unloaded (the next "
+        "request loads it again); -1: until unloaded or evicted. An Ollama request's "
+        "keep_alive overrides it for that model.",
     )
 
     @field_validator("device", mode="before")

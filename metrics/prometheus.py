@@ -26,6 +26,7 @@ from metrics.model_server import ModelServerCollector
 log = logging.getLogger("genai.requests")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+LOAD_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TOKEN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1)
 
 
@@ -161,6 +162,27 @@ class ServerMetrics:
             "genai_media_bytes", "Bytes of images or audio, as sent or fetched", media, registry=r
         )
 
+        # Residency (backends/core/residency.py): kept across a model's unloads, since they
+        # count them; labelled by configured model name (and a reason from a fixed set).
+        self.loads = Counter(
+            "genai_model_loads", "Times a model was loaded (at start or on use)", model, registry=r
+        )
+        self.load_seconds = Histogram(
+            "genai_model_load_seconds",
+            "Time a model took to load",
+            model,
+            buckets=LOAD_BUCKETS,
+            registry=r,
+        )
+        self.unloads = Counter(
+            "genai_model_unloads",
+            "Times a model was unloaded: idle (its keep-alive ran out), evicted (another needed "
+            "room) or admin",
+            [*model, "reason"],
+            registry=r,
+        )
+        self.loaded = Gauge("genai_model_loaded", "1 while a model is in memory", model, registry=r)
+
         self.reasons: dict[str, set[str]] = {}  # finish reasons counted, per model
         self.prefix_stores = PrefixStoreCollector()
         r.register(self.prefix_stores)
@@ -178,6 +200,15 @@ class ServerMetrics:
         self.waiting.labels(name).set_function(lambda: service.stats().waiting)
         self.prefix_stores.sources[name] = service
         return ModelMetrics(self, name)
+
+    def on_loaded(self, name: str, seconds: float) -> None:
+        self.loads.labels(name).inc()
+        self.load_seconds.labels(name).observe(seconds)
+        self.loaded.labels(name).set(1)
+
+    def on_unloaded(self, name: str, reason: str) -> None:
+        self.unloads.labels(name, reason).inc()
+        self.loaded.labels(name).set(0)
 
     def detach(self, name: str) -> None:
         """A model was unloaded: its series go (a later model of that name starts afresh)."""

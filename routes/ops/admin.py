@@ -156,12 +156,16 @@ async def load_model(
     body: LoadModelRequest, models: ModelsDep, settings: SettingsDep
 ) -> ModelState:
     """Load a model (with the start-up checks of a model at boot) and serve it under
-    ``name``; its unset fields take the server's model settings."""
+    ``name``; its unset fields take the server's model settings. At the GENAI_MAX_MODELS
+    cap of loaded models, 400 (a model declared to load on first use evicts an idle one
+    instead; this load does not)."""
     server = settings.server
     entry = confined(body, server)
-    if len(models.services) >= server.max_models:
+    # An operator's load never evicts (a model loaded on first use does: routes never wait
+    # on the admin's behalf).
+    if models.loaded_count >= server.max_models:
         raise TooManyModels(
-            f"{server.max_models} models are served, the most GENAI_MAX_MODELS allows; unload "
+            f"{server.max_models} models are loaded, the most GENAI_MAX_MODELS allows; unload "
             "one first.",
             param="name",
         )
