@@ -47,8 +47,10 @@ class Health(BaseModel):
         description="The default model's folder: only for a caller that sends a valid API key "
         "(the route is open; a path on the host is not for anyone who asks).",
     )
-    models: dict[str, Literal["ok", "loading", "error"]] = Field(
-        default_factory=dict, description="Every served model's status (the first: default)."
+    models: dict[str, Literal["ok", "loading", "error", "unloaded"]] = Field(
+        default_factory=dict,
+        description="Every served model's status (the first: default); unloaded: not in "
+        "memory, loaded by its first request.",
     )
     modalities: dict[str, list[str]] = Field(
         default_factory=dict,

@@ -72,7 +72,7 @@ async def transcriptions(
 ) -> Response | TranscriptionJson | TranscriptionVerbose:
     serving.check_fields([name for name, _ in (await request.form()).multi_items()])
     serving.check_options(timestamp_granularities, include, response_format)
-    service = models.transcriber(model)
+    models.transcriber(model)  # 404 or 400 before the upload is read
     limit = settings.server.max_audio_mib * MIB
     data = await file.read(int(limit) + 1)
     if len(data) > limit:
@@ -80,17 +80,19 @@ async def transcriptions(
             f"The file is over {settings.server.max_audio_mib:g} MiB (GENAI_MAX_AUDIO_MIB).",
             param="file",
         )
-    handle = await service.transcribe(
-        TranscriptionRequest(
-            audio=data,
-            model=model,
-            language=language or None,
-            prompt=prompt,
-            temperature=temperature,
-            request_id=request_id(request),
-            max_seconds=settings.server.max_audio_seconds,
+    async with models.hold(model, "transcription"):  # loaded until its job is queued
+        service = models.transcriber(model)
+        handle = await service.transcribe(
+            TranscriptionRequest(
+                audio=data,
+                model=model,
+                language=language or None,
+                prompt=prompt,
+                temperature=temperature,
+                request_id=request_id(request),
+                max_seconds=settings.server.max_audio_seconds,
+            )
         )
-    )
     name = service.model_name
     if stream:
         return event_stream(serving.events(handle, name), ping=settings.server.sse_ping)

@@ -31,7 +31,7 @@ async def healthz(models: ModelsDep, request: Request) -> JSONResponse:
     default model's folder (``model_dir``) only for a caller with a valid API key."""
     default = models.default
     health = Health(
-        status=default.status,
+        status=models.status,  # a default model loaded on first use is ready to serve
         device=default.device,
         model_dir=str(default.model_dir) if request_owner(request) is not None else None,
         models=models.statuses(),

@@ -14,6 +14,7 @@ from backends.engine.encoder.pooling import Array
 from backends.errors import InvalidRequest
 from routes.door.fields import FieldNames, client_names
 from schemas.ollama import EmbeddingsRequest, EmbeddingsResponse, EmbedRequest, EmbedResponse
+from schemas.ollama.request import keep_alive_seconds
 
 # The two routes' names for the encoder core's fields, where they differ (for errors): the
 # older route's one text is its prompt, and it has no truncation to ask for.
@@ -44,37 +45,45 @@ def _unit(vector: Array) -> list[float]:
 
 async def embed(body: EmbedRequest, models: ModelRegistry, rid: str) -> EmbedResponse:
     started = time.perf_counter()
-    service = models.encoder(body.model, "embedding")
-    inputs = body.inputs()
-    truncate = _truncation(body, service.max_length)
-    if not inputs:  # Ollama's way to load a model (it is loaded)
-        return EmbedResponse(model=body.model, embeddings=[])
-    request = CoreRequest(
-        inputs, model=body.model, dimensions=body.dimensions, truncate=truncate, request_id=rid
-    )
-    with client_names(EMBED):
-        result = await service.embed(request)
-    return EmbedResponse(
-        model=body.model,
-        embeddings=[_unit(v) for v in result.vectors],
-        total_duration=max(int((time.perf_counter() - started) * 1e9), 0),
-        load_duration=0,
-        prompt_eval_count=result.prompt_tokens,
-    )
+    keep = keep_alive_seconds(body.keep_alive)
+    models.encoder(body.model, "embedding")  # a 404 or 400 before anything loads
+    async with models.hold(body.model, "embedding", keep):  # loaded until answered
+        service = models.encoder(body.model, "embedding")
+        inputs = body.inputs()
+        truncate = _truncation(body, service.max_length)
+        if not inputs:  # Ollama's way to load a model (it is loaded)
+            return EmbedResponse(model=body.model, embeddings=[])
+        request = CoreRequest(
+            inputs, model=body.model, dimensions=body.dimensions, truncate=truncate, request_id=rid
+        )
+        with client_names(EMBED):
+            result = await service.embed(request)
+        return EmbedResponse(
+            model=body.model,
+            embeddings=[_unit(v) for v in result.vectors],
+            total_duration=max(int((time.perf_counter() - started) * 1e9), 0),
+            load_duration=0,
+            prompt_eval_count=result.prompt_tokens,
+        )
 
 
 async def embeddings(
     body: EmbeddingsRequest, models: ModelRegistry, rid: str
 ) -> EmbeddingsResponse:
-    service = models.encoder(body.model, "embedding")
-    if body.num_ctx is not None and service.max_length and body.num_ctx > service.max_length:
-        raise InvalidRequest(
-            f"options.num_ctx ({body.num_ctx}) is more than the {service.max_length} tokens "
-            f"{body.model!r} holds.",
-            param="options.num_ctx",
-        )
-    if not body.prompt:
-        return EmbeddingsResponse(embedding=[])
-    with client_names(EMBEDDINGS):
-        result = await service.embed(CoreRequest([body.prompt], model=body.model, request_id=rid))
-    return EmbeddingsResponse(embedding=[float(x) for x in result.vectors[0]])
+    keep = keep_alive_seconds(body.keep_alive)
+    models.encoder(body.model, "embedding")  # a 404 or 400 before anything loads
+    async with models.hold(body.model, "embedding", keep):  # loaded until answered
+        service = models.encoder(body.model, "embedding")
+        if body.num_ctx is not None and service.max_length and body.num_ctx > service.max_length:
+            raise InvalidRequest(
+                f"options.num_ctx ({body.num_ctx}) is more than the {service.max_length} tokens "
+                f"{body.model!r} holds.",
+                param="options.num_ctx",
+            )
+        if not body.prompt:
+            return EmbeddingsResponse(embedding=[])
+        with client_names(EMBEDDINGS):
+            result = await service.embed(
+                CoreRequest([body.prompt], model=body.model, request_id=rid)
+            )
+        return EmbeddingsResponse(embedding=[float(x) for x in result.vectors[0]])

@@ -1,13 +1,14 @@
 """The served models as Ollama lists them: /api/tags, /api/show and /api/ps, each read off the
 loaded model's folder (backends/models/summary.py) and its chat format; an embedding model
-is listed with the capability "embedding". A model still loading
-(or that failed to load) is not listed; /api/show names it as not loaded."""
+is listed with the capability "embedding". A model still loading, not in memory
+(declared to load on first use, or unloaded when idle) or that failed to load is not listed;
+/api/show loads it. /api/ps says when each loaded model will be unloaded."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from schemas.ollama.request import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_T
 # The Ollama release whose API this door follows (/api/version); clients compare it with
 # the version a feature needs (tools, structured outputs, thinking).
 OLLAMA_VERSION = "0.32.15"
-NEVER = "9999-12-31T23:59:59Z"  # a model stays loaded until it is unloaded
+NEVER = "9999-12-31T23:59:59Z"  # a model kept loaded (keep-alive -1) until it is unloaded
 
 
 def _time(moment: datetime) -> str:
@@ -155,10 +156,19 @@ def tags(models: ModelRegistry) -> ListResponse:
     return ListResponse(models=listed)
 
 
+def _expires_at(models: ModelRegistry, name: str) -> str:
+    """When model ``name`` is unloaded if no request comes (far ahead: never by itself)."""
+    left = models.expires_in(name)
+    if left is None:
+        return NEVER
+    return _time(datetime.now(timezone.utc) + timedelta(seconds=left))
+
+
 def running(models: ModelRegistry) -> ProcessResponse:
+    """The models in memory (a model declared to load on first use shows once loaded)."""
     listed = []
     for model in models.served():
-        entry = _entry(model)
+        entry = _entry(model) if models.is_loaded(model.service.model_name) else None
         if entry is None:
             continue
         on_gpu = model.service.device.lower() != "cpu"
@@ -169,7 +179,7 @@ def running(models: ModelRegistry) -> ProcessResponse:
                 size=entry.summary.size,
                 digest=entry.summary.digest,
                 details=entry.details,
-                expires_at=NEVER,
+                expires_at=_expires_at(models, model.service.model_name),
                 size_vram=entry.summary.size if on_gpu else 0,
                 context_length=entry.context or 0,
             )

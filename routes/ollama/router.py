@@ -9,6 +9,7 @@ one object or JSON lines. The logic lives in routes/ollama/serving.py and models
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -42,6 +43,7 @@ from schemas.ollama import (
     ShowResponse,
     VersionResponse,
 )
+from schemas.ollama.request import keep_alive_seconds
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {**doc, "model": OllamaError} for status, doc in ERROR_RESPONSES.items()
@@ -63,10 +65,17 @@ def _lines_doc(what: str, line: type[Any]) -> dict[int | str, dict[str, Any]]:
     return {200: stream, **ERRORS}
 
 
-async def _checked(body: GenerateFields, models: ModelsDep) -> None:
+def _checked(body: GenerateFields, models: ModelsDep) -> None:
     service = models.generator(body.model)  # a 404 for an unknown model, 400 another kind
     thinks = service.chat_format.reasoning is not None
     serving.check(body, max_length=service.max_length, thinks=thinks)
+
+
+def _held(body: GenerateFields, models: ModelsDep) -> AbstractAsyncContextManager[object]:
+    """The model, loaded (by this request if need be) and kept until the request is queued;
+    ``keep_alive`` says how long it stays after the request."""
+    models.generator(body.model)  # a 404 or 400 before anything loads
+    return models.hold(body.model, keep_loaded=keep_alive_seconds(body.keep_alive))
 
 
 @router.post(
@@ -79,11 +88,12 @@ async def _checked(body: GenerateFields, models: ModelsDep) -> None:
 async def chat(
     body: ChatRequest, models: ModelsDep, request: Request
 ) -> OllamaChatResponse | NdjsonResponse:
-    await _checked(body, models)
-    if not body.messages:
-        return serving.loaded_chat(body.model)
-    chat = await load_media(request, serving.chat_request(body, request_id(request)))
-    handle = await submit(models, chat, serving.FIELDS)
+    async with _held(body, models):
+        _checked(body, models)
+        if not body.messages:
+            return serving.loaded_chat(body.model)
+        chat = await load_media(request, serving.chat_request(body, request_id(request)))
+        handle = await submit(models, chat, serving.FIELDS)
     return await answer_lines(request, serving.CHAT, handle, body, stream=body.stream)
 
 
@@ -97,11 +107,12 @@ async def chat(
 async def generate(
     body: GenerateRequest, models: ModelsDep, request: Request
 ) -> OllamaGenerateResponse | NdjsonResponse:
-    await _checked(body, models)
-    if not body.prompt and not body.images:
-        return serving.loaded_generate(body.model)
-    completion = await load_media(request, serving.generate_request(body, request_id(request)))
-    handle = await submit(models, completion, serving.FIELDS)
+    async with _held(body, models):
+        _checked(body, models)
+        if not body.prompt and not body.images:
+            return serving.loaded_generate(body.model)
+        completion = await load_media(request, serving.generate_request(body, request_id(request)))
+        handle = await submit(models, completion, serving.FIELDS)
     return await answer_lines(request, serving.GENERATE, handle, body, stream=body.stream)
 
 
@@ -131,13 +142,14 @@ async def tags(models: ModelsDep) -> ListResponse:
 @router.post("/show", response_model=ShowResponse, responses=ERRORS)
 async def show(body: ShowRequest, models: ModelsDep) -> ShowResponse:
     """A model's details, model_info (from genai_config.json), chat template and
-    capabilities."""
-    return listing.show(models, body.model_name)
+    capabilities; a model not in memory is loaded to read them."""
+    async with models.hold(body.model_name, models.served_model(body.model_name).kind):
+        return listing.show(models, body.model_name)
 
 
 @router.get("/ps", response_model=ProcessResponse, responses={401: ERRORS[401]})
 async def ps(models: ModelsDep) -> ProcessResponse:
-    """The loaded models, with their size and context length."""
+    """The models in memory, with their size, context length and when each is unloaded."""
     return listing.running(models)
 
 

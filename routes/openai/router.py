@@ -106,9 +106,16 @@ async def render_completion(
 
 @router.get("/models", response_model=ModelList, responses={401: ERROR_RESPONSES[401]})
 async def list_models(models: ModelsDep) -> ModelList:
-    return serving.model_list(models)
+    """Every model and adapter, each saying whether it is in memory (``loaded``)."""
+    listed = serving.model_list(models)
+    return ModelList(data=[_with_residency(card, models) for card in listed.data])
 
 
 @router.get("/models/{model_id}", response_model=ModelCard, responses=ERROR_RESPONSES)
 async def get_model(model_id: str, models: ModelsDep) -> ModelCard:
-    return serving.model_card(models.served_model(model_id))
+    return _with_residency(serving.model_card(models.served_model(model_id)), models)
+
+
+def _with_residency(card: ModelCard, models: ModelsDep) -> ModelCard:
+    loaded = models.is_loaded(models.served_model(card.id).service.model_name)
+    return card.model_copy(update={"loaded": loaded})

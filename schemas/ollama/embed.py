@@ -85,7 +85,8 @@ class _EmbedFields(RequestModel):
     model: str = Field(..., min_length=1, description="A served embedding model (/api/tags).")
     options: EmbedOptions | None = None
     keep_alive: KeepAlive = Field(
-        None, description="Accepted, no effect: models stay loaded until unloaded."
+        None,
+        description="How long the model stays loaded after this request (as on /api/chat).",
     )
 
     @field_validator("keep_alive")

@@ -46,6 +46,27 @@ def check_duration(value: KeepAlive) -> KeepAlive:
     return value
 
 
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+
+
+def keep_alive_seconds(value: KeepAlive) -> float | None:
+    """``keep_alive`` in seconds, as Ollama reads it: a number is seconds, a string a Go
+    duration or seconds; negative: kept loaded (-1). None: not given."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return -1.0 if value < 0 else float(value)
+    text = value.strip()
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("-")
+    if body.isdigit():
+        seconds = float(body)
+    else:
+        seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _PART.findall(body))
+    return -1.0 if sign < 0 and seconds > 0 else seconds
+
+
 def _refuse(why: str) -> PydanticCustomError:
     return PydanticCustomError("unsupported", "not supported: {why}", {"why": why})
 
@@ -205,8 +226,9 @@ class GenerateFields(RequestModel):
     stream: bool = Field(True, description="Newline-delimited JSON objects; false: one object.")
     keep_alive: KeepAlive = Field(
         None,
-        description="Accepted, no effect: models stay loaded until unloaded with the admin "
-        "routes or the server stops.",
+        description='How long the model stays loaded after this request: a duration ("5m"), '
+        "or seconds; 0 unloads it once the request ends, a negative one keeps it loaded. "
+        "Unset: the model's own setting (GENAI_KEEP_LOADED).",
     )
     think: bool | ThinkLevel | None = Field(
         None,

@@ -121,7 +121,10 @@ class RunningModel(BaseModel):
     size: int
     digest: str
     details: ModelDetails
-    expires_at: str = Field(description="Far ahead: a model stays until it is unloaded.")
+    expires_at: str = Field(
+        description="When it is unloaded if no request comes: its keep-alive after its last "
+        "request; far ahead (9999) for one kept loaded."
+    )
     size_vram: int = Field(description="The size on a GPU provider, 0 on the CPU.")
     context_length: int
 

@@ -207,6 +207,11 @@ class ModelCard(BaseModel):
         "generator",
         description="What it serves: text generation, embeddings, reranking or transcription.",
     )
+    loaded: bool | None = Field(
+        None,
+        description="In memory now; false: it loads on its first request (GENAI_LOAD, "
+        "GENAI_KEEP_LOADED).",
+    )
 
 
 class ModelList(BaseModel):

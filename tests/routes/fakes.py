@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -173,6 +174,10 @@ class FakeModels:
     async def submit(self, request: GenerationRequest) -> FakeHandle:
         self.submitted.append(request)
         return self.handle
+
+    @asynccontextmanager
+    async def hold(self, name: str | None, *_: Any, **__: Any) -> AsyncIterator[FakeService]:
+        yield self.service  # always loaded
 
     async def start(self) -> None:
         pass

@@ -210,10 +210,16 @@ def test_num_ctx_up_to_the_models_context_is_accepted_beyond_it_refused(
     assert resp.status_code == 400 and "options.num_ctx" in resp.json()["error"]
 
 
-def test_keep_alive_is_accepted_and_changes_nothing(client: TestClient) -> None:
-    out = chat(client, keep_alive=0, options=GREEDY)
+def test_keep_alive_sets_when_the_model_is_unloaded(client: TestClient) -> None:
+    out = chat(client, keep_alive="1h", options=GREEDY)
     assert out["eval_count"] == 8
-    assert client.get("/api/ps").json()["models"], "the model is still loaded"
+    [loaded] = client.get("/api/ps").json()["models"]
+    assert loaded["expires_at"][:4] not in ("9999", "1970"), loaded
+    chat(client, keep_alive=-1, options=GREEDY)
+    [loaded] = client.get("/api/ps").json()["models"]
+    assert loaded["expires_at"].startswith("9999"), "kept loaded"
+    # keep_alive 0 (unloaded after the request) is in tests/app/test_model_lifecycle.py: this
+    # client's model is shared by the session.
 
 
 @pytest.mark.parametrize(("path", "said"), [("/api/chat", "messages"), ("/api/generate", "prompt")])
