@@ -337,6 +337,14 @@ class ModelRegistry:
             raise
         return self._services[service.model_name]
 
+    def declare(self, config: ServiceConfig) -> ModelService:
+        """Add a model at runtime without loading it: its first request loads it, as for a
+        model declared with ``load = "first_use"`` (which ``config`` must say). Its name (and
+        its adapters') must be new."""
+        if config.model.load != "first_use":
+            raise ValueError("a model declared at runtime loads on first use")
+        return self._add(make_service(config, self._kv_events))
+
     async def unload(self, name: str, timeout: float) -> int:
         """Drain model ``name`` (up to ``timeout`` s, then cancel), stop it and remove it.
         Returns how many of its sequences had to be cancelled."""

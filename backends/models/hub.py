@@ -238,9 +238,30 @@ def _not_cached(ref: HubRef, missing: Sequence[str]) -> NotCached:
     )
 
 
-def fetch(ref: HubRef, provider: str, *, local_only: bool) -> Pulled:
+@dataclass(frozen=True)
+class FileProgress:
+    """One file of a pull: its digest as the cached listing keeps it (``sha1:`` and the git
+    blob id the hub lists; ``sha256:`` where the listing has an LFS sha256), its size and the
+    bytes in the cache so far."""
+
+    path: str
+    digest: str
+    total: int
+    completed: int
+
+
+Progress = Callable[[FileProgress], None]
+
+
+def fetch(
+    ref: HubRef, provider: str, *, local_only: bool, progress: Progress | None = None
+) -> Pulled:
     """The variant of ``ref`` for ``provider``, from the cache only (``local_only``: NotCached
-    if anything is missing) or downloaded as needed. StartupError says what went wrong."""
+    if anything is missing) or downloaded as needed. StartupError says what went wrong.
+
+    With ``progress``, the files are fetched one at a time and each one's bytes reported as
+    they arrive (a file already in the cache once, complete); without, huggingface_hub's
+    ``snapshot_download`` fetches them, with its terminal bars."""
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     name = str(ref)
@@ -255,7 +276,10 @@ def fetch(ref: HubRef, provider: str, *, local_only: bool) -> Pulled:
         if not local_only:
             log.info("%s: fetching %s", name, plan.why)
             # at the commit step 1 listed, whatever the branch holds by now
-            root = _snapshot(ref, plan.patterns, local_only=False, revision=root.name)
+            if progress is None:
+                root = _snapshot(ref, plan.patterns, local_only=False, revision=root.name)
+            else:
+                _download_each(ref, root.name, tree, sorted(wanted), before, progress)
     except LocalEntryNotFoundError:
         raise _not_cached(ref, []) from None
     except (HfHubHTTPError, OSError, ValueError) as exc:
@@ -265,9 +289,94 @@ def fetch(ref: HubRef, provider: str, *, local_only: bool) -> Pulled:
     return Pulled(root / plan.serve if plan.serve else root, plan, tuple(fetched))
 
 
+def _file_digest(entry: Any) -> str:
+    return f"sha256:{entry.lfs.sha256}" if entry.lfs is not None else f"sha1:{entry.blob_id}"
+
+
+def _counting_bar(report: FileProgress, progress: Progress) -> Any:
+    """A tqdm class for huggingface_hub's progress-bar hook that prints nothing and reports
+    the bytes of ``report``'s file to ``progress``."""
+    from tqdm import tqdm
+
+    class Bar(tqdm):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "disable": True})
+            self.done = int(kwargs.get("initial") or 0)
+
+        def update(self, n: float | None = 1) -> bool | None:
+            self.done += int(n or 0)
+            progress(replace(report, completed=min(self.done, report.total)))
+            return None
+
+    return Bar
+
+
+def _download_each(
+    ref: HubRef,
+    commit: str,
+    tree: dict[str, Any],
+    files: Sequence[str],
+    present: set[str],
+    progress: Progress,
+) -> None:
+    """``files`` of ``ref`` at ``commit`` into the cache, one after the other, each one's bytes
+    reported to ``progress`` (through huggingface_hub's own progress-bar hook)."""
+    from huggingface_hub import hf_hub_download
+
+    for path in files:
+        entry = tree[path]
+        report = FileProgress(path, _file_digest(entry), int(entry.size), 0)
+        if path in present:
+            progress(replace(report, completed=report.total))
+            continue
+        progress(report)
+
+        hf_hub_download(
+            ref.repo,
+            path,
+            revision=commit,
+            cache_dir=_cache_dir(),
+            endpoint=os.environ.get("HF_ENDPOINT") or None,
+            tqdm_class=_counting_bar(report, progress),
+        )
+        progress(replace(report, completed=report.total))
+
+
 def _matching(tree: dict[str, Any], patterns: Sequence[str]) -> set[str]:
     # huggingface_hub's own matching of allow_patterns: fnmatch, case-sensitive
     return {path for path in tree if any(fnmatchcase(path, p) for p in patterns)}
+
+
+def _cached(repo: str) -> Any | None:
+    """The hub cache's record of model repo ``repo`` (huggingface_hub's CachedRepoInfo)."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    try:
+        scan = scan_cache_dir(_cache_dir())
+    except CacheNotFound:
+        return None
+    return next((r for r in scan.repos if r.repo_id == repo and r.repo_type == "model"), None)
+
+
+def cache_folder(repo: str) -> Path | None:
+    """Where the hub cache keeps ``repo`` (None: not in it)."""
+    found = _cached(repo)
+    return None if found is None else Path(found.repo_path)
+
+
+def remove(repo: str) -> bool:
+    """Delete every cached revision of ``repo`` through huggingface_hub's cache API (blobs
+    no other revision uses go too); False if it was not in the cache."""
+    from huggingface_hub import scan_cache_dir
+
+    found = _cached(repo)
+    if found is None:
+        return False
+    scan = scan_cache_dir(_cache_dir())
+    scan.delete_revisions(*(r.commit_hash for r in found.revisions)).execute()
+    log.info("%s%s removed from the Hugging Face cache", HUB_SCHEME, repo)
+    return True
 
 
 def machine_provider(device: str) -> str:

@@ -1,8 +1,9 @@
 """The served models as Ollama lists them: /api/tags, /api/show and /api/ps, each read off the
 loaded model's folder (backends/models/summary.py) and its chat format; an embedding model
-is listed with the capability "embedding". A model still loading, not in memory
-(declared to load on first use, or unloaded when idle) or that failed to load is not listed;
-/api/show loads it. /api/ps says when each loaded model will be unloaded."""
+is listed with the capability "embedding". /api/tags also lists a chat model not in memory
+(declared to load on first use, pulled, or unloaded when idle) from its GenAI folder;
+/api/show loads it. /api/ps lists the models in memory and says when each will be
+unloaded."""
 
 from __future__ import annotations
 
@@ -137,20 +138,43 @@ def _entry(model: ServedModel) -> _Entry | None:
     return None
 
 
+def _on_disk(model: ServedModel) -> tuple[FolderSummary, ModelDetails] | None:
+    """A chat model not in memory, described from its folder without loading it: a GenAI
+    folder (genai_config.json) only; a repo of variants or an ONNX export without one is
+    described once loaded."""
+    service = model.service
+    if not isinstance(service, InferenceService):
+        return None
+    path = service.config.model.path
+    config = _read_json(path / "genai_config.json")
+    if not config:
+        return None
+    folder = ModelFolder(path, config)
+    try:
+        summary = summarize(folder)
+    except OSError:
+        return None
+    return summary, _details(model, folder.model_type, summary)
+
+
 def tags(models: ModelRegistry) -> ListResponse:
+    """Every served chat and embedding model: a loaded one from its core, one not in memory
+    (declared to load on first use, pulled, unloaded when idle) from its folder."""
     listed = []
     for model in models.served():
         entry = _entry(model)
-        if entry is None:
+        found = (entry.summary, entry.details) if entry is not None else _on_disk(model)
+        if found is None:
             continue
+        summary, details = found
         listed.append(
             ListedModel(
                 name=model.id,
                 model=model.id,
-                modified_at=_time(entry.summary.modified),
-                size=entry.summary.size,
-                digest=entry.summary.digest,
-                details=entry.details,
+                modified_at=_time(summary.modified),
+                size=summary.size,
+                digest=summary.digest,
+                details=details,
             )
         )
     return ListResponse(models=listed)

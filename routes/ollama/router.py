@@ -1,6 +1,7 @@
 """Ollama's native API: /api/chat and /api/generate (JSON lines, streamed by default),
-/api/embed and /api/embeddings, the model listings (/api/tags, /api/show, /api/ps),
-/api/version and the liveness check at /.
+/api/embed and /api/embeddings, the model listings (/api/tags, /api/show, /api/ps), pulling
+from the Hugging Face hub and deleting what was pulled (/api/pull, /api/delete: admin actions,
+routes/ollama/pull.py), /api/version and the liveness check at /.
 
 Thin: validate, start the generation (errors here still get their status code), then answer
 one object or JSON lines. The logic lives in routes/ollama/serving.py and models.py; errors on
@@ -12,22 +13,26 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import PlainTextResponse
 
 from routes.door.answer import answer_lines
 from routes.door.fields import submit
 from routes.door.media import load_media
 from routes.http.cancellation import unless_disconnected
-from routes.http.deps import ERROR_RESPONSES, ModelsDep
-from routes.http.ndjson import MEDIA_TYPE, NdjsonResponse
+from routes.http.deps import ERROR_RESPONSES, ModelsDep, SettingsDep
+from routes.http.ndjson import MEDIA_TYPE, NdjsonResponse, ndjson_stream
 from routes.http.request_ids import request_id
 from routes.ollama import embed as embedding
 from routes.ollama import models as listing
+from routes.ollama import pull as pulling
 from routes.ollama import serving
-from routes.ollama.errors import NotHere, OllamaErrors
+from routes.ollama.errors import NotHere, OllamaErrors, error_line
+from routes.ops.admin import require_admin
 from schemas.ollama import (
     ChatRequest,
+    DeleteRequest,
+    DeleteResponse,
     EmbeddingsRequest,
     EmbeddingsResponse,
     EmbedRequest,
@@ -39,6 +44,8 @@ from schemas.ollama import (
     OllamaError,
     OllamaGenerateResponse,
     ProcessResponse,
+    PullProgress,
+    PullRequest,
     ShowRequest,
     ShowResponse,
     VersionResponse,
@@ -135,8 +142,58 @@ async def embeddings(
 
 @router.get("/tags", response_model=ListResponse, responses={401: ERRORS[401]})
 async def tags(models: ModelsDep) -> ListResponse:
-    """The loaded models (and their adapters)."""
+    """Every served model, in memory or not (pulled ones included), and their adapters."""
     return listing.tags(models)
+
+
+_ADMIN: dict[int | str, dict[str, Any]] = {
+    403: {
+        "model": OllamaError,
+        "description": "Admin actions are off, or the key is not an admin key",
+    }
+}
+
+
+@router.post(
+    "/pull",
+    response_model=PullProgress,
+    response_model_exclude_none=True,
+    dependencies=[Depends(require_admin)],
+    responses={
+        200: {
+            "description": "Progress as newline-delimited JSON (`stream` unset or true): "
+            "`pulling manifest`, `pulling <digest>` per file with `total` and `completed` "
+            "bytes, `verifying sha256 digest`, `writing manifest`, `success`; "
+            '`{"error": "..."}` as the last line if it fails. `stream: false`: the last one.',
+            "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/PullProgress"}}},
+        },
+        **ERRORS,
+        **_ADMIN,
+    },
+    summary="Pull a model from the Hugging Face hub (Ollama)",
+)
+async def pull(
+    body: PullRequest, models: ModelsDep, settings: SettingsDep
+) -> PullProgress | NdjsonResponse:
+    """Fetch the variant of hub repo ``model`` for this machine into the hub's cache, then
+    serve it under that name (loaded on its first request). An admin action."""
+    name = pulling.named(body.model_name)
+    if body.stream:
+        return ndjson_stream(pulling.pull_lines(models, settings, name), error_line)
+    return PullProgress(**await pulling.pull_whole(models, settings, name))
+
+
+@router.delete(
+    "/delete",
+    response_model=DeleteResponse,
+    dependencies=[Depends(require_admin)],
+    responses={**ERRORS, **_ADMIN},
+    summary="Delete a pulled model (Ollama)",
+)
+async def delete(body: DeleteRequest, models: ModelsDep, settings: SettingsDep) -> DeleteResponse:
+    """Unload a pulled model and remove its files from the hub's cache. An admin action."""
+    await pulling.delete(models, settings, pulling.named(body.model_name))
+    return DeleteResponse()
 
 
 @router.post("/show", response_model=ShowResponse, responses=ERRORS)
@@ -165,12 +222,10 @@ _LOAD_INSTEAD = (
     "runtime with POST /admin/models"
 )
 _INSTEAD = {
-    "/pull": f"This server does not pull models: {_LOAD_INSTEAD}.",
     "/push": "This server does not push models to a registry.",
     "/create": f"This server does not create models: {_LOAD_INSTEAD}.",
     "/copy": "This server does not copy models: list a folder again under another name in "
     "GENAI_MODELS_FILE.",
-    "/delete": "This server does not delete models: unload one with DELETE /admin/models/{name}.",
 }
 
 
@@ -189,9 +244,8 @@ def _refusal(path: str, method: str) -> None:
     )
 
 
-for _path in ("/pull", "/push", "/create", "/copy"):
+for _path in ("/push", "/create", "/copy"):
     _refusal(_path, "POST")
-_refusal("/delete", "DELETE")
 
 
 def install(app: FastAPI, *, web_ui: bool) -> None:

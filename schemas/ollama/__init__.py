@@ -7,6 +7,7 @@ from schemas.ollama.embed import (
     EmbedRequest,
     EmbedResponse,
 )
+from schemas.ollama.pull import DeleteRequest, DeleteResponse, PullProgress, PullRequest
 from schemas.ollama.request import (
     ChatRequest,
     GenerateFields,
@@ -37,6 +38,10 @@ from schemas.ollama.response import (
 )
 
 __all__ = [
+    "DeleteRequest",
+    "DeleteResponse",
+    "PullProgress",
+    "PullRequest",
     "AssistantMessage",
     "CalledFunction",
     "ChatRequest",

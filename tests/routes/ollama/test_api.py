@@ -260,11 +260,9 @@ def test_tags_show_and_ps_describe_the_served_model(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("method", "path", "instead"),
     [
-        ("POST", "/api/pull", "GENAI_MODEL_DIR"),
         ("POST", "/api/push", "registry"),
         ("POST", "/api/create", "/admin/models"),
         ("POST", "/api/copy", "GENAI_MODELS_FILE"),
-        ("DELETE", "/api/delete", "DELETE /admin/models"),
     ],
 )
 def test_what_this_server_does_another_way_says_how(
