@@ -169,6 +169,7 @@ _ADMIN: dict[int | str, dict[str, Any]] = {
         },
         **ERRORS,
         **_ADMIN,
+        502: {"model": OllamaError, "description": "`stream: false`: the pull failed"},
     },
     summary="Pull a model from the Hugging Face hub (Ollama)",
 )
