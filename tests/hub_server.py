@@ -60,8 +60,13 @@ class HubRepo:
             "oid": git_blob_id(data),
         }
         if self.is_lfs(path):
+            # As the hub lists an LFS file: its git blob is the pointer file, not the content.
             sha = hashlib.sha256(data).hexdigest()
-            entry["lfs"] = {"oid": sha, "size": len(data), "pointerSize": 134}
+            pointer = (
+                f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha}\nsize {len(data)}\n"
+            )
+            entry["oid"] = git_blob_id(pointer.encode())
+            entry["lfs"] = {"oid": sha, "size": len(data), "pointerSize": len(pointer)}
         return entry
 
     def etag(self, path: str) -> str:

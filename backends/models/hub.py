@@ -162,14 +162,33 @@ def _snapshot(
     return Path(folder)
 
 
-def _tree(ref: HubRef, commit: str) -> dict[str, Any]:
-    from huggingface_hub import get_cached_repo_tree
+@dataclass(frozen=True)
+class Listed:
+    """A file of the hub's listing of a commit, as the cache keeps it."""
 
-    files = get_cached_repo_tree(ref.repo, revision=commit, cache_dir=_cache_dir())
-    return {f.path: f for f in files}
+    size: int
+    blob_id: str  # its git blob: for an LFS file, the pointer's, not the content's
+    sha256: str | None  # an LFS file's content hash; None for a file kept in git itself
 
 
-def _present(root: Path, tree: dict[str, Any]) -> set[str]:
+def _tree(ref: HubRef, commit: str) -> dict[str, Listed]:
+    """The cached listing of ``commit``, LFS hashes included. (huggingface_hub 2.4's public
+    ``get_cached_repo_tree`` drops them, and an LFS file's blob id names its pointer: checked
+    against it, every weight file would fail.)"""
+    from huggingface_hub import constants
+    from huggingface_hub._tree_cache import read_tree_cache
+    from huggingface_hub.errors import CachedRepoTreeNotFoundError
+    from huggingface_hub.file_download import repo_folder_name
+
+    cache = _cache_dir() or constants.HF_HUB_CACHE
+    folder = Path(cache, repo_folder_name(repo_id=ref.repo, repo_type="model"))
+    entries = read_tree_cache(str(folder), commit)
+    if entries is None:
+        raise CachedRepoTreeNotFoundError(f"no cached listing of {ref.repo} at {commit}")
+    return {path: Listed(e.size, e.blob_id, e.lfs_sha256) for path, e in entries.items()}
+
+
+def _present(root: Path, tree: dict[str, Listed]) -> set[str]:
     return {path for path in tree if (root / path).is_file()}
 
 
@@ -190,14 +209,14 @@ def _digest(path: Path, digest: Any) -> str:
     return str(digest.hexdigest())
 
 
-def verify(root: Path, tree: dict[str, Any], files: Iterable[str]) -> None:
+def verify(root: Path, tree: dict[str, Listed], files: Iterable[str]) -> None:
     """Check ``files`` of the snapshot ``root`` against the hub's listing; a file that does not
     match is removed from the cache (its blob and link) and named in a StartupError."""
     bad: list[str] = []
     for name in sorted(files):
         entry, link = tree[name], root / name
-        if entry.lfs is not None:
-            expected, actual = entry.lfs.sha256, sha256(link)
+        if entry.sha256 is not None:
+            expected, actual = entry.sha256, sha256(link)
         else:
             expected, actual = entry.blob_id, git_blob_id(link)
         if actual != expected:
@@ -289,8 +308,8 @@ def fetch(
     return Pulled(root / plan.serve if plan.serve else root, plan, tuple(fetched))
 
 
-def _file_digest(entry: Any) -> str:
-    return f"sha256:{entry.lfs.sha256}" if entry.lfs is not None else f"sha1:{entry.blob_id}"
+def _file_digest(entry: Listed) -> str:
+    return f"sha256:{entry.sha256}" if entry.sha256 is not None else f"sha1:{entry.blob_id}"
 
 
 def _counting_bar(report: FileProgress, progress: Progress) -> Any:
@@ -314,7 +333,7 @@ def _counting_bar(report: FileProgress, progress: Progress) -> Any:
 def _download_each(
     ref: HubRef,
     commit: str,
-    tree: dict[str, Any],
+    tree: dict[str, Listed],
     files: Sequence[str],
     present: set[str],
     progress: Progress,
@@ -342,7 +361,7 @@ def _download_each(
         progress(replace(report, completed=report.total))
 
 
-def _matching(tree: dict[str, Any], patterns: Sequence[str]) -> set[str]:
+def _matching(tree: dict[str, Listed], patterns: Sequence[str]) -> set[str]:
     # huggingface_hub's own matching of allow_patterns: fnmatch, case-sensitive
     return {path for path in tree if any(fnmatchcase(path, p) for p in patterns)}
 
