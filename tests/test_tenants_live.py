@@ -39,7 +39,7 @@ from bench.harness.server import ServerProcess, free_port
 from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests import proxy
 from tests.backends.engine.test_kv_events import listening_on
-from tests.outage import CHAT, outage, recovery, timed
+from tests.outage import CHAT, check_outage, hang_then_crash, timed
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.live
@@ -279,28 +279,7 @@ def test_3_a_hung_or_dead_database_is_a_prompt_503_and_slows_nothing_else(
     response_id = deployment.store(A)
     client.post("/v1/chat/completions", json=CHAT, headers=headers)  # its grammar compiled
     calm, _ = timed(lambda: client.post("/v1/chat/completions", json=CHAT, headers=headers))
-    db.freeze()
-    try:
-        hung = outage(client, response_id, headers)
-    finally:
-        db.thaw()
-    hung["recovery"] = recovery(client, response_id, headers)
-    # The throwaway cluster commits asynchronously (tests/postgres.py), and its WAL writer was
-    # frozen with it: a crash now could lose the stored row, which is not what is measured.
-    db.sql(db.url(), "CHECKPOINT")
-    db.stop("immediate")
-    try:
-        down = outage(client, response_id, headers)
-    finally:
-        db.start()
-    down["recovery"] = recovery(client, response_id, headers)
-    print(f"\nthrough nginx: calm chat completion {calm:.2f} s")
-    for name, figures in (("hung", hung), ("down", down)):
-        print(name, {k: round(v, 2) for k, v in figures.items()})
-    for figures in (hung, down):
-        assert figures["slowest_503"] < TIMEOUT + 1.5
-        assert figures["chat"] < calm + 1.0
-        assert figures["recovery"] < 5.0
+    check_outage(hang_then_crash(client, db, response_id, headers), calm, TIMEOUT)
 
 
 # ---- 2. no secret in any output (last: after every probe above wrote its lines) ---------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -288,17 +289,32 @@ def failed_turn(rng: CorpusRandom, size: int) -> tuple[list[dict[str, Any]], lis
     return messages, tools, rng.choice(FAILED_ANSWERS)
 
 
-def failed_corpus(
-    render: Any, n: int, seed: int, lines: tuple[int, int], depth: int, tools: int, made_up: float
+Turn = Callable[[CorpusRandom, int], tuple[list[dict[str, Any]], list[Any], str]]
+
+
+def turns_corpus(
+    turn: Turn,
+    render: Any,
+    n: int,
+    seed: int,
+    lines: tuple[int, int],
+    depth: int,
+    tools: int,
+    made_up: float,
 ) -> list[tuple[str, str]]:
-    """``n`` agent turns whose call failed (:func:`failed_turn`), made up as ``agent_corpus``
-    makes its values."""
+    """``n`` rendered turns of one kind (``turn``: :func:`failed_turn`, :func:`exec_turn`), with
+    ``lines`` (min, max) instruction lines, made up as ``agent_corpus`` makes its values."""
     rng = CorpusRandom(seed, made_up, depth=depth, tools=tools, prefixed=True)
     out = []
     for _ in range(n):
-        messages, offered, reply = failed_turn(rng, rng.randint(*lines))
+        messages, offered, reply = turn(rng, rng.randint(*lines))
         out.append((render(messages, offered), reply + "<|im_end|>"))
     return out
+
+
+def failed_corpus(render: Any, n: int, seed: int, *args: Any) -> list[tuple[str, str]]:
+    """``n`` agent turns whose call failed (:func:`failed_turn`)."""
+    return turns_corpus(failed_turn, render, n, seed, *args)
 
 
 # A command's result as Codex CLI 0.169 hands it to the model (its exec tool's output), and
@@ -347,17 +363,9 @@ def exec_turn(rng: CorpusRandom, size: int) -> tuple[list[dict[str, Any]], list[
     return messages, tools, rng.choice(FAILED_ANSWERS)
 
 
-def exec_corpus(
-    render: Any, n: int, seed: int, lines: tuple[int, int], depth: int, tools: int, made_up: float
-) -> list[tuple[str, str]]:
-    """``n`` agent turns that ran a command (:func:`exec_turn`), made up as ``agent_corpus``
-    makes its values."""
-    rng = CorpusRandom(seed, made_up, depth=depth, tools=tools, prefixed=True)
-    out = []
-    for _ in range(n):
-        messages, offered, reply = exec_turn(rng, rng.randint(*lines))
-        out.append((render(messages, offered), reply + "<|im_end|>"))
-    return out
+def exec_corpus(render: Any, n: int, seed: int, *args: Any) -> list[tuple[str, str]]:
+    """``n`` agent turns that ran a command (:func:`exec_turn`)."""
+    return turns_corpus(exec_turn, render, n, seed, *args)
 
 
 COPY_ASKS = ("Repeat exactly: {v}", "Say exactly this: {v}", "Copy this: {v}", "Echo back: {v}")
