@@ -1,6 +1,7 @@
 // The playground: a chat over the server's OpenAI API, in plain browser JavaScript (no
 // library, no build step). It is a client like any other: it streams
-// POST /v1/chat/completions, lists GET /v1/models, and sends the API key typed in, if any.
+// POST /v1/chat/completions, lists GET /v1/models, pulls with Ollama's POST /api/pull, and
+// sends the API key typed in, if any.
 // URLs are relative, so the page also works behind a proxy that serves it under a prefix.
 "use strict";
 
@@ -28,6 +29,11 @@ const ui = {
   imagePreview: byId("image-preview"),
   imageRemove: byId("image-remove"),
   answerTemplate: byId("answer-template"),
+  pull: byId("pull"),
+  pullName: byId("pull-name"),
+  pullButton: byId("pull-button"),
+  pullProgress: byId("pull-progress"),
+  pullStatus: byId("pull-status"),
 };
 
 let chat = []; // the conversation so far, sent with every request: {role, content}
@@ -50,14 +56,16 @@ async function errorMessage(response) {
       : "The server needs an API key: fill in the API key field (top right).";
   }
   try {
-    const body = await response.json(); // the server's one error shape
-    return `${response.status}: ${body.error.message}`;
+    const body = await response.json(); // the server's one error shape, or Ollama's on /api/*
+    const message = typeof body.error === "string" ? body.error : body.error.message;
+    return `${response.status}: ${message}`;
   } catch {
     return `${response.status} ${response.statusText}`;
   }
 }
 
-async function loadModels() {
+// Fills the model picker; `choose` is selected if listed (else the choice so far is kept).
+async function loadModels(choose = "") {
   let response;
   try {
     response = await fetch("v1/models", { headers: headers() });
@@ -72,7 +80,8 @@ async function loadModels() {
   const { data } = await response.json();
   const previous = ui.model.value;
   ui.model.replaceChildren(...data.map((m) => new Option(m.id, m.id)));
-  if (data.some((m) => m.id === previous)) ui.model.value = previous;
+  const wanted = [choose, previous].find((id) => data.some((m) => m.id === id));
+  if (wanted) ui.model.value = wanted;
   setStatus("");
 }
 
@@ -132,6 +141,91 @@ async function* sseData(response) {
   } finally {
     reader.releaseLock();
   }
+}
+
+// Newline-delimited JSON (Ollama's streams): yields each line's object.
+async function* jsonLines(response) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      const lines = buffer.split("\n");
+      buffer = lines.pop(); // a line not yet complete
+      for (const line of lines) if (line.trim()) yield JSON.parse(line);
+    }
+    if (buffer.trim()) yield JSON.parse(buffer);
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+// ---- pulling a model ------------------------------------------------------------------
+
+const megabytes = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
+
+// Pulls `name` (ORG/REPO[:VARIANT]) with POST /api/pull: each progress line carries one file's
+// bytes under its digest, so the bar is the sum over the files seen so far (files are fetched
+// one after another; the bar's end grows as each one starts). A failure is a non-2xx answer or,
+// once the stream has started, a last line {"error": "..."}.
+async function pull(name) {
+  const bar = ui.pullProgress;
+  const files = new Map(); // digest -> {total, completed}
+  let total = 0; // bytes, over the files seen so far
+  ui.pull.dataset.outcome = "";
+  ui.pullButton.disabled = true;
+  bar.hidden = false;
+  bar.max = 1;
+  bar.value = 0;
+  setPullStatus(`Pulling ${name}…`);
+  let outcome = "failed";
+  try {
+    const response = await fetch("api/pull", {
+      method: "POST",
+      headers: headers(),
+      body: JSON.stringify({ model: name, stream: true }),
+    });
+    if (!response.ok) throw new Error(await errorMessage(response));
+    let last = "";
+    for await (const line of jsonLines(response)) {
+      if (line.error) throw new Error(line.error);
+      last = line.status;
+      if (line.digest && line.total !== undefined) {
+        files.set(line.digest, { total: line.total, completed: line.completed || 0 });
+        total = 0;
+        let completed = 0;
+        for (const file of files.values()) {
+          total += file.total;
+          completed += file.completed;
+        }
+        bar.max = Math.max(total, 1);
+        bar.value = completed;
+        setPullStatus(`${line.status}: ${megabytes(completed)} of ${megabytes(total)}`);
+      } else {
+        setPullStatus(line.status);
+      }
+    }
+    if (last !== "success") throw new Error(`the pull stopped at "${last}"`);
+    outcome = "done";
+  } catch (err) {
+    setPullStatus(`Pull failed: ${err.message}`, "error");
+  } finally {
+    ui.pullButton.disabled = false;
+  }
+  if (outcome === "done") {
+    bar.value = bar.max;
+    const served = name.replace(/^hf:/, ""); // the name the server serves it under
+    await loadModels(served);
+    setPullStatus(`Pulled ${served} (${megabytes(total)}): it loads on its first message.`);
+  }
+  ui.pull.dataset.outcome = outcome;
+}
+
+function setPullStatus(text, kind = "") {
+  ui.pullStatus.textContent = text;
+  ui.pullStatus.classList.toggle("error", kind === "error");
 }
 
 // ---- one answer -----------------------------------------------------------------------
@@ -419,6 +513,12 @@ ui.clear.addEventListener("click", () => {
   clearImage();
   ui.messages.replaceChildren();
   setStatus("");
+});
+
+ui.pull.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const name = ui.pullName.value.trim();
+  if (name && !ui.pullButton.disabled) pull(name);
 });
 
 loadModels();

@@ -1,6 +1,7 @@
 """The web playground in a real headless Chromium against a live server with an API key:
 the page asks for the key, lists the model, streams an answer with its TTFT/TPOT, and its stop
-button cancels a generation on the server.
+button cancels a generation on the server; its pull box pulls a model from a local hub, with
+a progress bar, and the pulled model answers.
 
 Needs the system's Chromium (Debian: ``apt-get install -y chromium``) and the ``playwright``
 package (requirements-dev.txt); Playwright's own browser download is not used. Skipped, with the
@@ -21,6 +22,8 @@ import pytest
 
 from bench.harness.server import ServerProcess, live_server
 from tests.conftest import metric
+from tests.hub_server import LocalHub, demo_repos
+from tests.test_pull import hub_env
 
 pytestmark = [pytest.mark.live, pytest.mark.browser]
 
@@ -57,7 +60,7 @@ def server(chromium: str) -> Iterator[ServerProcess]:  # no browser, no server t
 
 
 @pytest.fixture
-def page(server: ServerProcess, chromium: str) -> Iterator[Any]:
+def page(chromium: str) -> Iterator[Any]:  # each test names its server
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
@@ -211,3 +214,79 @@ def test_playground_shows_what_speculation_accepted(server: ServerProcess, page:
     answer = send(page, "Repeat exactly: /lib/repo/tmp-for-ci/test_wind_test_model6/todo.toml")
     expect(answer).to_have_attribute("data-outcome", "done")
     expect(answer.locator(".stats")).not_to_contain_text("drafted")
+
+
+ADMIN = "playground-admin-key"
+PULLED = "test-org/demo-llama"
+
+
+@pytest.fixture(scope="module")
+def hub_server(
+    chromium: str, demo_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """A server with a user key and an admin key, pulling from a local hub into a fresh cache."""
+    with LocalHub(demo_repos(demo_model_dir)) as hub:
+        cache = tmp_path_factory.mktemp("hf-cache")
+        env = hub_env(hub, cache, GENAI_API_KEY=KEY, GENAI_ADMIN_API_KEY=ADMIN)
+        with live_server(env=env) as running:
+            yield running
+
+
+def use_key(page: Any, key: str) -> None:
+    page.fill("#api-key", key)
+    page.press("#api-key", "Tab")  # "change": the models are listed again with this key
+
+
+def test_playground_pulls_a_model_and_chats_with_it(
+    hub_server: ServerProcess, page: Any, tmp_path: Path
+) -> None:
+    """The pull box streams POST /api/pull: a user key is refused (an admin action), a repo
+    the hub lacks shows the stream's error line, and a real pull fills the progress bar, puts
+    the model in the picker, chosen, and it answers the next message."""
+    expect = sync_api.expect
+    page_errors: list[str] = []
+    page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+    page.goto(hub_server.url + "/")
+    pull, status = page.locator("#pull"), page.locator("#pull-status")
+
+    use_key(page, KEY)
+    expect(page.locator("#model option")).to_have_text(["onnx-genai"])
+    page.fill("#pull-name", PULLED)
+    page.click("#pull-button")
+    expect(pull).to_have_attribute("data-outcome", "failed")
+    expect(status).to_contain_text("403")
+    expect(status).to_contain_text("admin key")
+
+    use_key(page, ADMIN)
+    page.fill("#pull-name", "test-org/absent")
+    page.click("#pull-button")
+    expect(pull).to_have_attribute("data-outcome", "failed")
+    expect(status).to_contain_text("Pull failed")
+    expect(status).to_contain_text("test-org/absent")  # the stream's last line, {"error": ...}
+
+    page.fill("#pull-name", PULLED)
+    page.click("#pull-button")
+    expect(pull).to_have_attribute("data-outcome", "done", timeout=90_000)
+    expect(status).to_have_text(
+        re.compile(rf"Pulled {PULLED} \([\d.]+ MB\): it loads on its first message\.")
+    )
+    value, top = page.eval_on_selector("#pull-progress", "p => [p.value, p.max]")
+    assert top > 100_000 and value == top, (value, top)  # the demo model's bytes, all of them
+    expect(page.locator("#model option")).to_have_text(["onnx-genai", PULLED])
+    expect(page.locator("#model")).to_have_value(PULLED)
+
+    page.fill("#temperature", "0")
+    page.fill("#max-tokens", "32")
+    answer = send(page, "Hello!")
+    expect(answer).to_have_attribute("data-outcome", "done")
+    assert answer.locator(".content").inner_text().strip()
+    ps = httpx.get(
+        hub_server.url + "/api/ps", headers={"Authorization": f"Bearer {KEY}"}, timeout=10
+    )
+    assert PULLED in [m["name"] for m in ps.json()["models"]]  # it answered, so it loaded
+
+    page.locator("#pull").scroll_into_view_if_needed()  # the box, its full bar and the answer
+    shot = tmp_path / "playground-pull.png"
+    page.screenshot(path=str(shot))
+    print(f"playground pull screenshot: {shot}")
+    assert not page_errors, page_errors

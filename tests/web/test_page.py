@@ -63,7 +63,7 @@ def test_the_page_is_self_contained() -> None:
         assert (WEB_DIR / link).is_file(), f"index.html links {link}, not a file of the page"
     script = (WEB_DIR / "app.js").read_text()
     for url in re.findall(r'fetch\(\s*"([^"]+)"', script):
-        assert url.startswith("v1/"), f"the page fetches {url}: only the API, relatively"
+        assert url.startswith(("v1/", "api/")), f"the page fetches {url}: only the API, relatively"
     for text in (html, script, (WEB_DIR / "style.css").read_text()):
         assert not re.search(r"(?:src|href|url|import|fetch)\(?\s*[\"']?(?:https?:)?//", text)
 
