@@ -137,9 +137,10 @@ def test_generate_whole_and_streamed(api: ollama.Client) -> None:
 
 
 def test_what_this_server_does_another_way_is_a_clear_error(api: ollama.Client) -> None:
+    # A pull is an admin action (docs/api/ollama.md): a user key is told which key it takes.
     with pytest.raises(ollama.ResponseError) as exc:
         api.pull("llama3.2")
-    assert exc.value.status_code == 400 and "GENAI_MODEL_DIR" in exc.value.error
+    assert exc.value.status_code == 403 and "GENAI_ADMIN_API_KEY" in exc.value.error
     with pytest.raises(ollama.ResponseError) as exc:
         api.chat(model="llama3.2", messages=ASK)
     assert exc.value.status_code == 404
