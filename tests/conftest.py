@@ -30,6 +30,7 @@ from app_onnx_genai import create_app  # noqa: E402
 from backends.models.folder import ModelFolder, inspect_model_folder  # noqa: E402
 from config.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
 from tests import postgres as pg  # noqa: E402
+from tests.hub_server import LocalHub, demo_repos  # noqa: E402
 
 TIERS = ("unit", "model", "live")
 # The demo model's context length (genai_config.json), which refusal messages name.
@@ -63,6 +64,20 @@ METRIC_KEYS = {
 @pytest.fixture(scope="session")
 def demo_model_dir() -> Path:
     return DEMO_MODEL_DIR
+
+
+@pytest.fixture()
+def hub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, demo_model_dir: Path
+) -> Iterator[LocalHub]:
+    """The local hub (tests/hub_server.py), and this process pointed at it with an empty cache
+    of its own."""
+    with LocalHub(demo_repos(demo_model_dir)) as served:
+        monkeypatch.setenv("HF_ENDPOINT", served.url)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        yield served
 
 
 def make_client(**overrides: Any) -> TestClient:

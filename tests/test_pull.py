@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,23 +19,10 @@ from bench.harness.paths import ROOT
 from bench.harness.server import clean_env, live_server
 from config.models_file import read_models_file
 from tests.conftest import make_client, wait_ready
-from tests.hub_server import CPU_VARIANT, CUDA_VARIANT, LocalHub, demo_repos
+from tests.hub_server import CPU_VARIANT, CUDA_VARIANT, LocalHub
 
 VARIANTS = "test-org/demo-variants"
 DATA = f"{VARIANTS}/{CPU_VARIANT}/model.onnx.data"
-
-
-@pytest.fixture()
-def hub(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, demo_model_dir: Path
-) -> Iterator[LocalHub]:
-    """The local hub, and this process pointed at it with an empty cache of its own."""
-    with LocalHub(demo_repos(demo_model_dir)) as served:
-        monkeypatch.setenv("HF_ENDPOINT", served.url)
-        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        monkeypatch.delenv("HF_TOKEN", raising=False)
-        yield served
 
 
 def cpu_model(source: str) -> ModelConfig:

@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, Field
 
-from schemas.common import RequestModel
+from schemas.ollama.request import ModelNamed
 
 NAME_CHARS = 256
 
 
-class _Named(RequestModel):
+class _Named(ModelNamed):
+    """A model named as a hub repo, by ``model`` or ``name``."""
+
     model: str | None = Field(
         None,
         min_length=1,
@@ -22,16 +23,6 @@ class _Named(RequestModel):
     name: str | None = Field(
         None, min_length=1, max_length=NAME_CHARS, description="The older name of `model`."
     )
-
-    @model_validator(mode="after")
-    def _named(self) -> _Named:
-        if not (self.model or self.name):
-            raise PydanticCustomError("missing", "model is required")
-        return self
-
-    @property
-    def model_name(self) -> str:
-        return self.model or self.name or ""
 
 
 class PullRequest(_Named):

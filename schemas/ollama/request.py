@@ -399,16 +399,14 @@ class GenerateRequest(GenerateFields):
 
 
 # ---- /api/show -----------------------------------------------------------------------------
-class ShowRequest(RequestModel):
+class ModelNamed(RequestModel):
+    """A request that names its model by ``model`` or, as older clients do, ``name``."""
+
     model: str | None = Field(None, min_length=1)
     name: str | None = Field(None, min_length=1, description="The older name of `model`.")
-    verbose: bool = Field(False, description="Accepted; the answer is the same.")
-    system: str | None = None
-    template: str | None = None
-    options: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _named(self) -> ShowRequest:
+    def _named(self) -> ModelNamed:
         if not (self.model or self.name):
             raise PydanticCustomError("missing", "model is required")
         return self
@@ -416,3 +414,10 @@ class ShowRequest(RequestModel):
     @property
     def model_name(self) -> str:
         return self.model or self.name or ""
+
+
+class ShowRequest(ModelNamed):
+    verbose: bool = Field(False, description="Accepted; the answer is the same.")
+    system: str | None = None
+    template: str | None = None
+    options: dict[str, Any] | None = None

@@ -5,7 +5,6 @@ answers a chat; deleted, it leaves the listing and the cache. Admin actions: a u
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,24 +15,12 @@ from fastapi.testclient import TestClient
 
 from bench.harness.server import live_server
 from tests.conftest import make_client, wait_ready
-from tests.hub_server import LocalHub, demo_repos
+from tests.hub_server import LocalHub
 from tests.test_pull import hub_env
 
 REPO = "test-org/demo-llama"
 ADMIN, USER = "admin-key", "user-key"
 ASK = [{"role": "user", "content": "Hello!"}]
-
-
-@pytest.fixture()
-def hub(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, demo_model_dir: Path
-) -> Iterator[LocalHub]:
-    with LocalHub(demo_repos(demo_model_dir)) as served:
-        monkeypatch.setenv("HF_ENDPOINT", served.url)
-        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        monkeypatch.delenv("HF_TOKEN", raising=False)
-        yield served
 
 
 class AppTransport(httpx.BaseTransport):
