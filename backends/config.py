@@ -62,6 +62,8 @@ Tokens = Annotated[int, Gt(0)]
 PrefillChunk = Annotated[int, Ge(16)]
 PrefillOverlap = bool | Literal["auto"]
 KvCacheMib = Annotated[float, Gt(0), Le(MAX_KV_CACHE_MIB)]
+# "auto": a share of the memory this process may use (backends/engine/batch/kv_budget.py)
+KvBudget = KvCacheMib | Literal["auto"]
 PrefixStoreMib = Annotated[float, Ge(0), Le(MAX_KV_CACHE_MIB)]
 SpeculativeTokens = Annotated[int, Ge(0), Le(SPECULATIVE_TOKENS_MAX)]
 LookupLength = Annotated[int, Ge(1), Le(PROMPT_LOOKUP_LIMIT)]
@@ -89,7 +91,9 @@ class ModelConfig:
     # the costs measured while serving say it pays: backends/engine/batch/prefill_policy.py)
     prefill_overlap: PrefillOverlap = "auto"
     cache_sequences: Count = 4  # finished sequences kept for prefix reuse
-    kv_cache_mib: KvCacheMib | None = 1024.0  # batch strategy: KV memory; None: all max_length
+    # batch strategy: KV memory in MiB, "auto" (a share of the machine's: kv_budget.py), or
+    # None (every slot holds max_length tokens, whatever that takes)
+    kv_cache_mib: KvBudget | None = "auto"
     prefix_share_min: Count = 32  # batch: shortest prefix copied across sessions; 0: no sharing
     prefix_store_mib: PrefixStoreMib = 512.0  # batch: host-RAM store of given-up rows' KV; 0: none
     # n-gram speculation: most draft tokens a sequence verifies at once (0: off; None: the
@@ -132,6 +136,7 @@ class Limits:
     request_timeout: float | None = None  # seconds per request, queue time included
     default_max_tokens: int = 8192
     sampling_defaults: SamplingDefaultsName = "model"
+    workers: int = 1  # processes serving the same models on this machine (they share its memory)
 
 
 @dataclass(frozen=True)

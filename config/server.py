@@ -294,17 +294,6 @@ class LimitSettings(BaseSettings):
         15.0, "GENAI_SSE_PING", "sse_ping", "Seconds between keep-alive comments.", gt=0
     )
 
-    def limits(self) -> dict[str, Any]:
-        """What the server admits, and the defaults requests get, named as the core's
-        ``Limits`` names them."""
-        return {
-            "max_concurrency": self.max_concurrency,
-            "max_queue": self.max_queue,
-            "request_timeout": self.request_timeout,
-            "default_max_tokens": self.default_max_tokens,
-            "sampling_defaults": self.sampling_defaults,
-        }
-
 
 class ResponsesStoreSettings(BaseSettings):
     """The stored Responses (store: true, previous_response_id)."""
@@ -409,6 +398,18 @@ class ServerSettings(
     BindSettings,
 ):
     """How the server is served, in groups; every field keeps its flat name (``server.port``)."""
+
+    def limits(self) -> dict[str, Any]:
+        """What the server admits, and the defaults requests get, named as the core's
+        ``Limits`` names them."""
+        return {
+            "max_concurrency": self.max_concurrency,
+            "max_queue": self.max_queue,
+            "request_timeout": self.request_timeout,
+            "default_max_tokens": self.default_max_tokens,
+            "sampling_defaults": self.sampling_defaults,
+            "workers": self.workers,
+        }
 
     def kv_events_topic_for(self, model: str, host_ip: str) -> str:
         """The KV-event topic of ``model``; ``host_ip`` stands in for an unset POD_IP."""

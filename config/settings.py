@@ -31,7 +31,7 @@ from backends.config import (
     Count,
     Device,
     KeepLoaded,
-    KvCacheMib,
+    KvBudget,
     LoadWhen,
     LogitNoise,
     LookupLength,
@@ -175,11 +175,13 @@ class ModelSettings(BaseSettings):
         "How the model writes its thinking: auto (read off its chat template), none, think "
         "(<think>...</think>: Qwen3, DeepSeek-R1, Phi-4-reasoning) or mistral ([THINK]).",
     )
-    kv_cache_mib: KvCacheMib = _model_setting(
+    kv_cache_mib: KvBudget = _model_setting(
         "GENAI_KV_CACHE_MIB",
         "kv_cache_mib",
         "batch scheduler: KV cache memory for all slots, in MiB, reserved at start; the "
-        "tokens per sequence are the max length or what this budget gives each slot.",
+        "tokens per sequence are the max length or what this budget gives each slot. auto: "
+        "a quarter of the memory the process may use (the cgroup limit or the RAM), split "
+        "among the workers, and at most half of what is available at load.",
     )
     prefix_share_min: Count = _model_setting(
         "GENAI_PREFIX_SHARE_MIN",

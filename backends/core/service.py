@@ -83,7 +83,11 @@ class InferenceService(ModelService):
         self._scheduler = Scheduler(
             config.model,
             strategy_factory(
-                config.model, config.limits.max_concurrency, self._store_stats, kv_events
+                config.model,
+                config.limits.max_concurrency,
+                self._store_stats,
+                kv_events,
+                workers=config.limits.workers,
             ),
             max_concurrency=config.limits.max_concurrency,
             loader=self._load,
@@ -230,7 +234,9 @@ class InferenceService(ModelService):
             request = with_model_defaults(request, defaults)
         request = apply_tools(request, self._chat_format)
         check_beams(request)
-        chars = check_prompt_size(request, strategy.max_length, model.folder.max_token_chars)
+        chars = check_prompt_size(
+            request, strategy.max_length, model.folder.max_token_chars, model.max_length
+        )
         if request.sampling.guidance is not None:
             try:
                 await asyncio.to_thread(lambda: check_guidance(request, model.guidance_tokenizer))
@@ -303,7 +309,9 @@ class InferenceService(ModelService):
         self.check_media(request)
         check_prompt_text(request)
         request = apply_tools(request, self._chat_format)
-        check_prompt_size(request, strategy.max_length, loaded.folder.max_token_chars)
+        check_prompt_size(
+            request, strategy.max_length, loaded.folder.max_token_chars, loaded.max_length
+        )
         param = Field("prompt")
         prompts = request.prompts
         future = self._scheduler.call(lambda m: [prepare_prompt(m, p, param) for p in prompts])

@@ -52,10 +52,12 @@ def strategy_factory(
     slots: int,
     store_stats: PrefixStoreStats | None = None,
     kv_events: KVEventSink | None = None,
+    workers: int = 1,
 ) -> Callable[[LoadedModel], Strategy]:
     """The strategy for ``config``'s scheduler setting, made once the model is loaded;
     ``slots`` is how many sequences may run at once; the batch strategy's prefix store
-    counts into ``store_stats``, and it tells the blocks it holds to ``kv_events``."""
+    counts into ``store_stats``, and it tells the blocks it holds to ``kv_events``; an
+    automatic KV budget is split among ``workers`` processes."""
 
     def make(model: LoadedModel) -> Strategy:
         name, chosen = config.scheduler, config.scheduler != "auto"
@@ -83,6 +85,7 @@ def strategy_factory(
                     overlap=config.prefill_overlap,
                     cache_size=config.cache_sequences,
                     kv_budget_mib=config.kv_cache_mib,
+                    workers=workers,
                     store_mib=config.prefix_store_mib,
                     share_min=config.prefix_share_min,
                     store_stats=store_stats,

@@ -48,7 +48,7 @@ def another_value(name: str, field: FieldInfo) -> str:
     if choices:
         return choices[0]
     if int in kinds or float in kinds:
-        return str(int(default or 0) + 1)
+        return str(int(default if isinstance(default, int | float) else 0) + 1)
     return "elsewhere"
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Literal
 
 from backends.engine.batch.block_ledger import BlockLedger
 from backends.engine.batch.decoder import Decoder, UnsupportedModel, read_spec, session_options
+from backends.engine.batch.kv_budget import auto_budget_mib, describe, usable_memory
 from backends.engine.batch.kv_cache import MIB, KVCache, capacity_for
 from backends.engine.batch.prefix_store import BLOCK_TOKENS, PrefixStore
 from backends.engine.batch.sharing import SHARE_MIN
@@ -30,7 +31,8 @@ def create_batch(
     step_tokens: int = 0,
     overlap: bool | str = False,
     cache_size: int = 4,
-    kv_budget_mib: float | None = None,
+    kv_budget_mib: float | Literal["auto"] | None = None,
+    workers: int = 1,
     store_mib: float = 0.0,
     share_min: int = SHARE_MIN,
     store_stats: PrefixStoreStats | None = None,
@@ -40,7 +42,8 @@ def create_batch(
 ) -> BatchStrategy:
     """The strategy for ``model``, or :class:`UnsupportedModel` saying why not;
     ``kv_events``: where it tells the blocks its KV cache holds (with sharing on: only
-    then may another prompt use them)."""
+    then may another prompt use them); ``kv_budget_mib="auto"``: a share of the memory this
+    process may use, split among ``workers`` processes (:mod:`.kv_budget`)."""
     if model.provider.name != "cpu":
         raise UnsupportedModel(f"it runs on the CPU only, not {model.provider.name}")
     if not (model.folder.path / "tokenizer.json").is_file():
@@ -60,6 +63,12 @@ def create_batch(
     session = make_session()
     half = make_session(threads=model.threads // 2) if overlap and model.threads > 1 else None
     spec = read_spec(model.folder, {i.name: i.type for i in session.get_inputs()})
+    if kv_budget_mib == "auto":
+        memory = usable_memory()
+        kv_budget_mib = auto_budget_mib(memory, workers)
+        log.info(
+            "batch scheduler: KV budget %.0f MiB, %s", kv_budget_mib, describe(memory, workers)
+        )
     # at least a sliding window, whatever the budget; a sequence still ends at max_length
     capacity = model.folder.kv_capacity(capacity_for(spec, slots, model.max_length, kv_budget_mib))
     started = time.perf_counter()
