@@ -40,19 +40,22 @@ def plan_max_new_tokens(
     max_length: int,
     *,
     fit: bool = False,
+    model_length: int | None = None,
 ) -> int:
     """How many tokens may be generated. Never truncates the prompt; refuses what cannot fit.
 
     An explicit ``requested`` that overflows the context is an error (the caller asked for
     something impossible) unless ``fit``; the server default is reduced to the room left.
+    ``model_length``: the model's own context, where the server holds fewer tokens a sequence
+    (``max_length``, what its KV cache budget gives a slot): the refusal then names the setting.
     """
     prompt, tokens = Field("prompt"), Field("max_tokens")
     room = max_length - prompt_tokens
     if room <= 0:
         raise ContextLengthExceeded(
             [
-                f"The prompt has {prompt_tokens} tokens; this model's maximum context length is "
-                f"{max_length} tokens, leaving no room to generate. Shorten the ",
+                f"The prompt has {prompt_tokens} tokens; {_limit(max_length, model_length)}, "
+                "leaving no room to generate. Shorten the ",
                 prompt,
                 ".",
             ],
@@ -65,7 +68,7 @@ def plan_max_new_tokens(
     if requested > room:
         raise ContextLengthExceeded(
             [
-                f"This model's maximum context length is {max_length} tokens. The request has "
+                f"{_limit(max_length, model_length, first=True)}. The request has "
                 f"{prompt_tokens} prompt tokens and asks for {requested} new tokens "
                 f"({prompt_tokens + requested} in total). Reduce ",
                 tokens,
@@ -76,6 +79,19 @@ def plan_max_new_tokens(
             param=tokens,
         )
     return requested
+
+
+def _limit(max_length: int, model_length: int | None, first: bool = False) -> str:
+    """What bounds a sequence: the model's context, or the slot the KV budget gives it (as
+    the ``first`` words of a sentence, or within one)."""
+    this = "This" if first else "this"
+    if model_length is None or model_length <= max_length:
+        return f"{this} model's maximum context length is {max_length} tokens"
+    return (
+        f"{this} server holds at most {max_length} tokens a sequence, of the model's "
+        f"{model_length} (raise GENAI_KV_CACHE_MIB, its KV cache budget, or lower "
+        "GENAI_MAX_CONCURRENCY, its slots, to hold more)"
+    )
 
 
 def check_prompt_text(request: GenerationRequest) -> None:
@@ -117,7 +133,10 @@ def check_prompt_ids(request: GenerationRequest, vocab_size: int) -> None:
 
 
 def check_prompt_size(
-    request: GenerationRequest, max_length: int, max_token_chars: int | None
+    request: GenerationRequest,
+    max_length: int,
+    max_token_chars: int | None,
+    model_length: int | None = None,
 ) -> int:
     """Refuse, before tokenizing, a prompt too long to fit the context whatever its tokens
     (more characters than ``max_length`` tokens of the longest token could hold, twice over
@@ -127,8 +146,8 @@ def check_prompt_size(
         param = Field("prompt")
         raise ContextLengthExceeded(
             [
-                f"The prompt has {chars} characters: far more than this model's maximum "
-                f"context length of {max_length} tokens can hold. Shorten the ",
+                f"The prompt has {chars} characters: far more than {max_length} tokens can "
+                f"hold ({_limit(max_length, model_length)}). Shorten the ",
                 param,
                 ".",
             ],
@@ -332,6 +351,7 @@ def plan_jobs(
             limits.default_max_tokens,
             strategy.max_length,
             fit=request.fit_max_tokens,
+            model_length=model.max_length,
         )
         params = choice_params(request, choice.index % request.n, max_new, adapter)
         refuse_unsupported(strategy.name, strategy.unsupported(params, len(prompt)), request)

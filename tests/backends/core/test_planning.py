@@ -36,6 +36,21 @@ def test_prompt_filling_the_context_is_refused(prompt: int) -> None:
     assert exc.value.param == "prompt"
 
 
+def test_a_slot_shorter_than_the_model_s_context_names_the_setting_to_raise() -> None:
+    with pytest.raises(ContextLengthExceeded) as exc:
+        plan_max_new_tokens(3000, None, 256, 2048, model_length=8192)
+    msg = str(exc.value)
+    assert "3000" in msg and "2048" in msg and "8192" in msg
+    assert "GENAI_KV_CACHE_MIB" in msg and "GENAI_MAX_CONCURRENCY" in msg
+    with pytest.raises(ContextLengthExceeded) as exc:
+        plan_max_new_tokens(100, 2000, 256, 2048, model_length=8192)
+    assert str(exc.value).startswith("This server holds at most 2048 tokens")
+    assert "GENAI_KV_CACHE_MIB" in str(exc.value)
+    with pytest.raises(ContextLengthExceeded) as exc:  # the model's own context: no setting
+        plan_max_new_tokens(3000, None, 256, 2048, model_length=2048)
+    assert "GENAI_KV_CACHE_MIB" not in str(exc.value)
+
+
 def test_errors_name_the_core_s_fields_and_a_door_renames_them() -> None:
     with pytest.raises(ContextLengthExceeded) as exc:
         plan_max_new_tokens(10, 50, 256, 40)
