@@ -3,8 +3,8 @@ transformers classes with what each architecture adds on top (``ARCHS``)."""
 
 from __future__ import annotations
 
-# Llama-shaped configs. "demo" is small enough to commit (< 1 MB); the other two match
-# public models' shapes for realistic speed measurements.
+# Llama-shaped configs. "demo" is small enough to commit (< 1 MB); smollm2-135m, llama3.2-1b
+# and qwen2.5-0.5b match public models' shapes for realistic speed measurements.
 SHAPES: dict[str, dict[str, int]] = {
     "demo": {
         "hidden_size": 64,
@@ -56,6 +56,18 @@ SHAPES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 2,
         "vocab_size": 4096,
         "max_position_embeddings": 4096,
+    },
+    # Llama-3.2-1B's dimensions (head_dim 2048 / 32 = 64, tied embeddings: make_hf_folder
+    # ties every shape) with the 135M shape's vocabulary: the benchmark's real-size shape
+    # (bench/harness/model_cache.py builds it with std-0.02 weights, saved as fp16).
+    "llama3.2-1b": {
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 49152,
+        "max_position_embeddings": 8192,
     },
     "qwen2.5-0.5b": {
         "hidden_size": 896,

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.harness.paths import CACHE, ROOT
@@ -22,6 +23,44 @@ from bench.harness.paths import CACHE, ROOT
 # that cached folders (and the GGUF and variants derived from them) are rebuilt.
 # v2: the tokenizer is padded to the shape's full vocabulary (bench/harness/vocab.py).
 MODELS_VERSION = "v2"
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """How the benchmark builds a shape beyond modelkit/decoder.py's defaults.
+
+    ``init_range``: the weights' std (None: decoder.py's 0.2, which the 135M shape has always
+    used, so its build stays byte for byte what it was); ``hf_dtype``: how the HF weights are
+    saved; ``variants``: the builds besides the base int4 with every position's logits
+    (``int4`` is what ``main_genai.py export`` makes; ``int4-acc0`` and ``fp32`` feed the run's
+    engine-settings arms)."""
+
+    init_range: float | None = None
+    hf_dtype: str = "float32"
+    variants: tuple[str, ...] = ("int4", "int4-acc0", "fp32")
+
+
+# Shapes `python -m bench` builds, by modelkit/shapes.py name. The 1B shape: std 0.02 as a
+# trained model's weights (Hugging Face's initializer_range), fp16 on disk (2.1 GB, not 4.3),
+# and only the export besides the base build (an fp32 one would be 4.3 GB more).
+BUILD_PLANS: dict[str, BuildPlan] = {
+    "smollm2-135m": BuildPlan(),
+    "qwen2.5-0.5b": BuildPlan(),
+    "llama3.2-1b": BuildPlan(init_range=0.02, hf_dtype="float16", variants=("int4",)),
+}
+BENCH_SHAPES = tuple(BUILD_PLANS)
+
+
+def build_command(shape: str, out: Path) -> list[str]:
+    """``python -m bench.harness.vocab``'s arguments for ``shape``'s base int4 build."""
+    plan = BUILD_PLANS.get(shape, BuildPlan())
+    cmd = ["-m", "bench.harness.vocab", "--shape", shape, "--precision", "int4"]
+    if plan.init_range is not None:
+        cmd += ["--init-range", str(plan.init_range)]
+    if plan.hf_dtype != "float32":
+        cmd += ["--hf-dtype", plan.hf_dtype]
+    return cmd + ["--out", str(out)]
+
 
 # Files a GenAI model folder needs besides genai_config.json (shared by symlink in variants).
 _MODEL_FILES = ("model.onnx", "model.onnx.data", "tokenizer.json", "tokenizer_config.json")
@@ -40,7 +79,8 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
     Returns {"int4": int4 with the options ``main_genai.py export`` gives a CPU build (accuracy
     level 4, logits of the last position only), "int4-all-logits": what build_model.py makes
     (accuracy level 4, every position's logits), "int4-acc0": int4 at the builder's default
-    accuracy level, "fp32": fp32, "hf": the HF weights}.
+    accuracy level, "fp32": fp32, "hf": the HF weights}, less the variants the shape's
+    :class:`BuildPlan` leaves out.
     """
     from bench.harness.vocab import check
     from modelkit.export import builder_options
@@ -55,8 +95,7 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
         )
         shutil.rmtree(base, ignore_errors=True)
         subprocess.run(
-            [sys.executable, "-m", "bench.harness.vocab", "--shape", shape, "--precision", "int4"]
-            + ["--out", str(int4)],
+            [sys.executable, *build_command(shape, int4)],
             check=True,
             env=dict(os.environ, KEEP_HF_DIR="1"),
             cwd=ROOT,
@@ -66,11 +105,9 @@ def ensure_models(shape: str, log: object = print) -> dict[str, Path]:
     hf = int4 / "hf"
     out = {"int4-all-logits": int4, "hf": hf}
     exported = [o for o in builder_options("int4", "cpu", None, None) if o != "hf_token=false"]
-    for name, precision, extra in (
-        ("int4", "int4", exported),
-        ("int4-acc0", "int4", []),
-        ("fp32", "fp32", []),
-    ):
+    plan = BUILD_PLANS.get(shape, BuildPlan())
+    builds = (("int4", "int4", exported), ("int4-acc0", "int4", []), ("fp32", "fp32", []))
+    for name, precision, extra in (b for b in builds if b[0] in plan.variants):
         folder = base / ("int4-export" if name == "int4" else name)
         if not (folder / "genai_config.json").exists():
             log(f"building {shape} {name} from the same weights ...")  # type: ignore[operator]
@@ -115,7 +152,11 @@ def session_variant(model_dir: Path, name: str, session_options: dict[str, objec
 
 
 __all__ = [
+    "BENCH_SHAPES",
+    "BUILD_PLANS",
+    "BuildPlan",
     "MODELS_VERSION",
+    "build_command",
     "ensure_models",
     "session_variant",
     "shape_vocab_size",

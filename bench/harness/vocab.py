@@ -24,6 +24,7 @@ import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench.harness.paths import ROOT
 
@@ -96,13 +97,35 @@ def _padded(train: Callable[[int, Path], None]) -> Callable[[int, Path], None]:
     return train_and_pad
 
 
+def _saved_as(dtype: str, draw: Callable[[Any, float], None]) -> Callable[[Any, float], None]:
+    """modelkit/decoder.py's last step before ``save_pretrained`` (drawing the biases), then
+    the model cast to ``dtype``: the same random draws, saved at half the size for fp16."""
+
+    def draw_then_cast(model: Any, init_range: float) -> None:
+        import torch
+
+        draw(model, init_range)
+        model.to(getattr(torch, dtype))
+
+    return draw_then_cast
+
+
 def main(argv: list[str]) -> None:
     """modelkit/decoder.py's command line, with the tokenizer padded to full size; then
-    checks that the tokenizer, the HF config and the export agree on that size."""
+    checks that the tokenizer, the HF config and the export agree on that size.
+
+    ``--hf-dtype float16`` (ours, not decoder.py's) saves the HF weights as fp16: a 1B
+    shape's folder is 2.1 GB instead of 4.3, and the builder reads either."""
     sys.path.insert(0, str(ROOT))
     import modelkit.decoder as build_model
 
     build_model.train_tokenizer = _padded(build_model.train_tokenizer)  # type: ignore[assignment]
+    if "--hf-dtype" in argv:
+        i = argv.index("--hf-dtype")
+        dtype = argv[i + 1]
+        argv = argv[:i] + argv[i + 2 :]
+        if dtype != "float32":
+            build_model.draw_biases = _saved_as(dtype, build_model.draw_biases)  # type: ignore[assignment]
     sys.argv = ["build_model.py", *argv]
     build_model.main()
     out = Path(argv[argv.index("--out") + 1])
