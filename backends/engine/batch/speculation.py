@@ -116,12 +116,23 @@ class Drafter:
     drafted: int = 0
     accepted: int = 0
     runs: int = 0
+    # the verify run whose tokens are being taken: drafted, accepted so far (a token taken
+    # may end the sequence before the run is settled, and the run counts in its usage)
+    taking: tuple[int, int] | None = None
 
     def settle(self, drafted: int, accepted: int) -> None:
         self.length.settle(drafted, accepted)
         self.drafted += drafted
         self.accepted += accepted
         self.runs += 1
+        self.taking = None
+
+    def counts(self) -> tuple[int, int, int]:
+        """Tokens drafted and accepted, and verify runs, the run being taken included."""
+        if self.taking is None:
+            return self.drafted, self.accepted, self.runs
+        drafted, accepted = self.taking
+        return self.drafted + drafted, self.accepted + accepted, self.runs + 1
 
 
 @dataclass
@@ -185,16 +196,16 @@ class Speculation:
     def ended(self, seq: Any) -> None:
         """The sequence ended: count what its drafts gave on its job (its usage), and log it."""
         drafter = seq.drafter
-        if drafter is not None and drafter.runs:
+        if drafter is not None and drafter.counts()[2]:
             job = seq.job
-            job.drafted_tokens, job.accepted_tokens = drafter.drafted, drafter.accepted
-            job.verify_runs = drafter.runs
+            drafted, accepted, runs = drafter.counts()
+            job.drafted_tokens, job.accepted_tokens, job.verify_runs = drafted, accepted, runs
             log.info(
                 "speculation: %s drafted %d tokens, accepted %d, in %d verify runs",
                 job.id,
-                drafter.drafted,
-                drafter.accepted,
-                drafter.runs,
+                drafted,
+                accepted,
+                runs,
             )
 
 
@@ -221,6 +232,8 @@ def accept(
         seq.tokens.append(token)
         seq.next_token = None
         [choice] = choose(np.asarray(logits[i : i + 1], dtype=np.float32), [seq.state], eos)
+        if seq.drafter is not None:  # if this token ends the sequence, its usage counts the run
+            seq.drafter.taking = (len(draft), accepted)
         if not take(seq, choice) or i == len(draft) or choice.token != draft[i]:
             break
         accepted += 1

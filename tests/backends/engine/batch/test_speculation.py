@@ -174,6 +174,22 @@ def test_the_prefill_policy_counts_prompt_reads_only(
     assert sum(read) == sum(r.usage.prompt_tokens for r in got)
 
 
+def test_usage_counts_the_verify_run_a_sequence_ends_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token taken from a verify run may end the sequence (EOS, a stop, ``max_tokens``)
+    before the run is settled: its usage counts that run too, as the server's totals do."""
+    settled: list[int] = []
+    settle = speculation.Speculation.settle
+
+    def spy(spec: Any, seq: Any, drafted: int, accepted: int) -> None:
+        settled.append(drafted)
+        settle(spec, seq, drafted, accepted)
+
+    monkeypatch.setattr(speculation.Speculation, "settle", spy)
+    got = answers(spec_config(DEMO, 8), PROMPTS, together=False, max_tokens=40)
+    assert sum(r.usage.drafted_tokens for r in got) == sum(settled) > 0
+    assert sum(r.usage.verify_runs for r in got) == len(settled)
+
+
 def test_drafts_that_miss_change_nothing(drafts: Any) -> None:
     """A random-weight model (full attention) writes nothing it has seen: every draft
     misses, and the output is still og.Generator's."""
