@@ -7,7 +7,8 @@
 - ``sampler.py``: the next token of every row, from a step's logits;
 - ``guidance.py``: constrained decoding with llguidance;
 - ``ngram.py``, ``speculation.py``: n-gram drafts, which rows verify them, and taking the
-  verified tokens;
+  verified tokens; ``speculation_policy.py``: whether a draft pays, by what the runs cost
+  here;
 - ``sequence.py``: one sequence: its row, its prompt still to read, what a chosen token does;
 - ``chunks.py``: reading a prompt chunk into its row, in the step or beside it;
 - ``strategy.py``: the Strategy that puts them together; ``build.py``: one for a model.

@@ -8,16 +8,13 @@ leaves the batched decode run for a batch-1 run of ``1 + k`` tokens beside it. T
 then takes the choice at each position (the sampler's, with the sequence's state as of the
 tokens accepted before it) while it equals the draft token fed there.
 
-A row drafts when it pays. A verify run of ``1 + k`` tokens costs ``1 + VERIFY_COST * k``
-one-token steps and yields, if each draft token is taken with probability ``p``,
-``(1 - p ** (k + 1)) / (1 - p)`` tokens; in a batched step of ``B`` rows the row would get one
-token for ``SHARE[B]`` of a one-token step. The row drafts the ``k`` (up to the bound) that
-yields most tokens per cost, if that beats its share of the batch; ``p`` is the row's own
-acceptance so far (recent verify runs weigh more). So a copying row drafts long while few rows
+A row drafts when it pays, by what the runs cost on this machine, the delay its verify run
+adds to every other row's step counted (:mod:`backends.engine.batch.speculation_policy`);
+``p``, how often its draft tokens are taken, is the row's own acceptance so far (recent
+verify runs weigh more, a new row starts at 0.7). So a copying row drafts long while few rows
 decode, a row writing free text soon stops, and with many rows decoding only rows that copy
 nearly every token draft. A row for which no draft pays even alone probes with one token now
-and then (after 8 steps, then 16, ... up to 256), in case it starts copying. The costs are
-measured (``python -m bench steps --verify 8``, docs/speculation.md).
+and then (after 8 steps, then 16, ... up to 256), in case it starts copying.
 """
 
 from __future__ import annotations
@@ -29,42 +26,16 @@ from typing import Any
 
 import numpy as np
 
+from backends.engine.batch import speculation_policy as policy
 from backends.engine.batch.ngram import NgramIndex
 from backends.engine.batch.sampler import Choice, choose
 from backends.types import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, GenerationParams, Speculative
 
 log = logging.getLogger("genai.batch")
 
-# A verify run of 1 + k tokens costs 1 + VERIFY_COST * k one-token steps (T(1 + k) / T(1) was
-# 1.43, 1.73, 2.08, 2.54, 2.79, 3.17, 3.34, 3.65 for k = 1..8 on the 135M shape).
-VERIFY_COST = 1 / 3
-# What one row's token costs in a decode step of B rows (index B), in one-token steps:
-# T(B) / (B * T(1)), the same measurement; beyond the table, its last value.
-SHARE = (1.0, 1.0, 0.68, 0.72, 0.54, 0.52, 0.51, 0.49, 0.46)
 PRIOR = (1.4, 2.0)  # a new row: 1.4 of 2 draft tokens taken (p = 0.7)
 FORGET = 0.5  # each verify run, earlier evidence weighs half as much
 PROBE_WAIT, MAX_WAIT = 8, 256  # steps between one-token probes of a row no draft pays for
-
-
-def share(rows: int) -> float:
-    return SHARE[min(rows, len(SHARE) - 1)]
-
-
-def expected_tokens(k: int, p: float) -> float:
-    """Tokens a verify run of ``k`` drafted tokens yields (the one after the last taken
-    draft token included) if each is taken with probability ``p``."""
-    return float(k + 1) if p >= 1.0 else (1.0 - p ** (k + 1)) / (1.0 - p)
-
-
-def best_draft(p: float, row_share: float, most: int) -> int:
-    """The draft length, up to ``most``, that yields most tokens per cost, if that beats a
-    token for ``row_share`` in the batched step; else 0."""
-    best, gain = 0, 1.0
-    for k in range(1, most + 1):
-        k_gain = expected_tokens(k, p) * row_share / (1.0 + VERIFY_COST * k)
-        if k_gain > gain:
-            best, gain = k, k_gain
-    return best
 
 
 @dataclass
@@ -76,19 +47,25 @@ class DraftLength:
     judged: float = PRIOR[1]
     wait: int = 0  # steps before the next probe
     probes: int = 0  # probes missed in a row
-    # best_draft by rows decoding, for the acceptance as it stands (until the next settle):
-    # asked every step of every decoding row, and most steps change neither.
+    # best_draft by rows decoding, for the acceptance and the cost figures as they stand
+    # (until the next settle or new figures): asked every step of every decoding row, and
+    # most steps change neither.
     _best: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _version: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def acceptance(self) -> float:
         return self.hits / self.judged
 
-    def wanted(self, rows: int) -> int:
-        """Tokens to draft this step with ``rows`` rows decoding (0: none)."""
+    def wanted(self, rows: int, costs: policy.Costs) -> int:
+        """Tokens to draft this step with ``rows`` rows decoding (0: none), at ``costs``."""
+        if self._version != costs.version:
+            self._best.clear()
+            self._version = costs.version
         k = self._best.get(rows)
         if k is None:
-            k = self._best[rows] = best_draft(self.acceptance, share(rows), self.most)
+            p = self.acceptance
+            k = self._best[rows] = policy.best_draft(p, rows, self.most, costs.step, costs.verify)
         if k or rows > 1:
             return k
         if self.wait > 0:  # no draft pays even alone: probe now and then
@@ -146,6 +123,8 @@ class Speculation:
     drafted: int = 0
     accepted: int = 0
     runs: int = 0
+    # what runs cost on this machine, as the strategy times them (speculation_policy.py)
+    costs: policy.Costs = field(default_factory=policy.Costs)
 
     def settings(self, params: GenerationParams) -> Speculative:
         """A sequence's own: the server's, under the request's override."""
@@ -159,13 +138,16 @@ class Speculation:
         token to feed (``tokens``, ``next_token``, ``state``, ``job``), ``room(seq)`` how many
         tokens a row may draft at most (its budget and the context's end). Asked every step:
         a row that does not draft costs a lookup."""
+        probe = bool(rows) and self.costs.probe_due()
         out = []
         for seq in rows:
             drafter = seq.drafter or self.drafter(seq)
-            if drafter.length.most <= 0 or (k := drafter.length.wanted(len(rows))) <= 0:
+            if drafter.length.most <= 0:
                 continue
-            k = min(k, room(seq))
-            if k <= 0:
+            k = drafter.length.wanted(len(rows), self.costs)
+            if k <= 0 and probe and self._could_pay(drafter, len(rows)):
+                k, probe = 1, False  # a cost probe: the verify figures go stale otherwise
+            if (k := min(k, room(seq))) <= 0:
                 continue
             drafter.index.sync(seq.tokens, seq.next_token)
             draft = drafter.index.propose(k)
@@ -174,7 +156,15 @@ class Speculation:
                 draft = draft[: guide.validate(draft)]
             if draft:
                 out.append((seq, draft))
+        if out:
+            self.costs.idle = 0
         return out
+
+    def _could_pay(self, drafter: Drafter, rows: int) -> bool:
+        """Whether a draft of the row's would pay were verify runs as cheap as a one-row
+        step: only then is the verify runs' cost what keeps it from drafting."""
+        p, costs = drafter.length.acceptance, self.costs
+        return policy.best_draft(p, rows, drafter.length.most, costs.step, costs.cheap) > 0
 
     def drafter(self, seq: Any) -> Drafter:
         """The sequence's drafter, made on its first look (kept on it: ``seq.drafter``); one

@@ -43,7 +43,9 @@ first prefill chunk, when the rows ahead of it may hold more.
 With ``GENAI_SPECULATIVE_TOKENS`` set, a decoding row whose own prompt and output suggest its
 next tokens, and for which that pays, feeds them with its next token in a batch-1 run of its
 own after the batched decode run, and keeps those the sampler confirms
-(:mod:`backends.engine.batch.speculation`).
+(:mod:`backends.engine.batch.speculation`). Whether that pays follows from what batched steps
+and verify runs cost, as this strategy times them when nothing else shares the threads
+(:mod:`backends.engine.batch.speculation_policy`).
 """
 
 from __future__ import annotations
@@ -177,13 +179,15 @@ class BatchStrategy:
             newcomer = next((s for s in self._active if s.pending), None)
         decoded = False
 
-        def decode() -> None:
+        def decode(alone: bool = True) -> None:
             nonlocal decoded
             decoded = True
+            # nothing else on the threads: what the runs cost, for the speculation rule
+            timed = alone and self._inflight is None
             if batched:
-                self._guarded(batched, self._decode)
+                self._guarded(batched, lambda seqs: self._decode(seqs, timed))
             for seq, draft in drafts:
-                self._guarded([seq], lambda seqs, draft=draft: self._verify(seqs[0], draft))
+                self._guarded([seq], lambda seqs, d=draft: self._verify(seqs[0], d, timed))
 
         if newcomer is not None and self.overlap and decoding:
             plan = None if self.policy is None else self.policy.plan(len(newcomer.pending))
@@ -193,7 +197,7 @@ class BatchStrategy:
                 self._guarded([newcomer], lambda seqs, n=plan: self._prefill(seqs, n))
         elif newcomer is not None:
             chunk = chunk_budget(len(decoding), self.prefill_chunk, self.step_tokens)
-            beside = decode if decoding and self.step_tokens > 0 else None
+            beside = (lambda: decode(alone=False)) if decoding and self.step_tokens > 0 else None
             self._guarded([newcomer], lambda seqs: self._prefill(seqs, chunk, beside))
         if decoding and not decoded:
             decode()
@@ -327,7 +331,7 @@ class BatchStrategy:
         whether it was fed."""
         return self.chunks.settle()
 
-    def _decode(self, seqs: list[Seq]) -> None:
+    def _decode(self, seqs: list[Seq], timed: bool = False) -> None:
         rows = max(s.row for s in seqs) + 1
         lengths = self._row_lengths(rows)
         ids = np.zeros((rows, 1), dtype=np.int64)
@@ -341,9 +345,11 @@ class BatchStrategy:
         decoder = self.chunks.running
         started = time.perf_counter()
         logits = decoder.run(ids, mask, positions, self.kv, (0, rows))
+        took = time.perf_counter() - started
         if self.policy is not None:
-            beside = self._inflight is not None
-            self.policy.decoded(time.perf_counter() - started, beside=beside)
+            self.policy.decoded(took, beside=self._inflight is not None)
+        if timed:
+            self.speculation.costs.stepped(rows, took)
         for seq in seqs:
             assert seq.next_token is not None
             seq.tokens.append(seq.next_token)
@@ -385,16 +391,19 @@ class BatchStrategy:
 
         return self.speculation.drafts(decoding, room)
 
-    def _verify(self, seq: Seq, draft: list[int]) -> None:
+    def _verify(self, seq: Seq, draft: list[int], timed: bool = False) -> None:
         """Feed the row's next token and its draft in one batch-1 run (the attention op takes
         several new tokens over a past only at batch size 1), then take the choice at each
         position, with the sequence's state as of the tokens taken before it, while it
         equals the draft token fed at the next position. The positions written past the
         last taken token are not counted in the row: its next run overwrites them."""
         assert seq.next_token is not None
+        started = time.perf_counter()
         logits = self.chunks.feed(
             seq.row, [seq.next_token, *draft], len(seq.tokens), self.chunks.running
         )
+        if timed:
+            self.speculation.costs.verified(len(draft), time.perf_counter() - started)
         accepted = accept(seq, draft, logits[0], self._take, self.model.eos_token_ids)
         self.speculation.settle(seq, len(draft), accepted)
 

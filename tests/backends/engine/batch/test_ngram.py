@@ -9,15 +9,8 @@ from typing import Any
 import pytest
 
 from backends.engine.batch.ngram import NgramIndex
-from backends.engine.batch.speculation import (
-    PROBE_WAIT,
-    Drafter,
-    DraftLength,
-    Speculation,
-    best_draft,
-    expected_tokens,
-    share,
-)
+from backends.engine.batch.speculation import PROBE_WAIT, Drafter, DraftLength, Speculation
+from backends.engine.batch.speculation_policy import Costs
 from backends.types import GenerationParams, Speculative
 
 pytestmark = pytest.mark.unit
@@ -52,19 +45,19 @@ def test_sync_takes_only_the_new_tokens_and_the_chosen_one_once() -> None:
 
 
 def test_a_copying_row_drafts_long_a_missing_row_stops_and_probes_now_and_then() -> None:
-    length = DraftLength(8)
-    first = length.wanted(1)
+    length, costs = DraftLength(8), Costs()  # the prior figures: nothing timed yet
+    first = length.wanted(1, costs)
     assert 1 <= first < 8  # a new row: a short draft
     for _ in range(6):
-        length.settle(length.wanted(1), length.wanted(1))  # every draft token taken
-    assert length.wanted(1) >= 5
+        length.settle(length.wanted(1, costs), length.wanted(1, costs))  # every token taken
+    assert length.wanted(1, costs) >= 5
     misses = 0
-    while (k := length.wanted(1)) > 0:
+    while (k := length.wanted(1, costs)) > 0:
         length.settle(k, 0)
         misses += 1
     assert misses <= 6  # its drafts now miss: it soon stops
     # The last miss was a probe; the next comes after PROBE_WAIT steps, then twice as many.
-    probes = [length.wanted(1) for _ in range(3 * PROBE_WAIT + 1)]
+    probes = [length.wanted(1, costs) for _ in range(3 * PROBE_WAIT + 1)]
     assert [i for i, k in enumerate(probes) if k] == [PROBE_WAIT - 1, 3 * PROBE_WAIT]
     length.settle(1, 1)  # a probe taken: the row is back
     assert length.probes == 0
@@ -72,17 +65,14 @@ def test_a_copying_row_drafts_long_a_missing_row_stops_and_probes_now_and_then()
 
 def test_many_rows_decoding_leave_only_rows_that_copy_nearly_everything() -> None:
     sure, good = DraftLength(8, hits=99.0, judged=100.0), DraftLength(8, hits=8.0, judged=10.0)
-    assert good.wanted(1) > 0 and good.wanted(8) == 0
-    assert sure.wanted(8) > 0
-    assert [good.wanted(1) for _ in range(20)].count(0) == 0  # a row that pays never probes
-
-
-def test_the_best_draft_weighs_tokens_against_the_measured_cost() -> None:
-    assert expected_tokens(3, 0.0) == 1.0 and expected_tokens(3, 1.0) == 4.0
-    assert best_draft(0.2, 1.0, 8) == 0  # nothing pays
-    assert best_draft(0.99, 1.0, 8) == 8
-    assert best_draft(0.99, 1.0, 3) == 3  # the bound
-    assert best_draft(0.9, share(8), 8) == 0 < best_draft(0.9, share(2), 8)
+    costs = Costs()  # as timed on a quiet AMD EPYC (docs/speculation.md), T(1) = 7.3 ms
+    for rows, share in ((1, 1.0), (2, 0.61), (4, 0.40), (8, 0.43)):
+        costs.stepped(rows, 7.3e-3 * rows * share)
+    for k, c in enumerate((1.21, 1.50, 1.68, 1.91, 2.17, 2.37, 2.58, 2.83), start=1):
+        costs.verified(k, 7.3e-3 * c)
+    assert good.wanted(1, costs) > 0 and good.wanted(8, costs) == 0
+    assert sure.wanted(8, costs) > 0
+    assert [good.wanted(1, costs) for _ in range(20)].count(0) == 0  # it pays: no probes
 
 
 @dataclass

@@ -19,7 +19,7 @@ import pytest
 from backends.config import Limits, ModelConfig, ServiceConfig
 from backends.core.handle import Result
 from backends.core.service import InferenceService
-from backends.engine.batch import speculation
+from backends.engine.batch import speculation, speculation_policy
 from backends.engine.batch.prefill_policy import PrefillPolicy
 from config.settings import REPO_ROOT
 from tests.backends.engine.batch.test_architectures import og_greedy
@@ -71,8 +71,7 @@ def spec_config(path: Path, k: int, **kw: Any) -> ServiceConfig:
 def every_row_drafts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Verify runs cost nothing here: every row drafts all it may, however many decode and
     however its drafts fared, so every path runs."""
-    monkeypatch.setattr(speculation, "VERIFY_COST", 0.0)
-    monkeypatch.setattr(speculation, "SHARE", (1.0,))
+    monkeypatch.setattr(speculation_policy, "best_draft", lambda p, rows, most, *costs: most)
 
 
 @pytest.fixture
@@ -172,6 +171,40 @@ def test_the_prefill_policy_counts_prompt_reads_only(
     got = answers(cfg, [*PROMPTS, *PROMPTS], together=True, max_tokens=40)
     assert drafts()[1] > 0
     assert sum(read) == sum(r.usage.prompt_tokens for r in got)
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["alone", "beside-prefill"])
+def test_the_strategy_times_steps_and_verify_runs_for_the_rule(
+    overlap: bool, monkeypatch: pytest.MonkeyPatch, drafts: Any
+) -> None:
+    """The rule's costs come from the engine's own runs: every batched decode step and
+    every verify run is timed, by its rows and its drafted tokens, unless a prompt chunk
+    shares the threads with it."""
+    steps: list[int] = []
+    verifies: list[int] = []
+    stepped, verified = speculation_policy.Costs.stepped, speculation_policy.Costs.verified
+
+    def step_spy(costs: speculation_policy.Costs, rows: int, seconds: float) -> None:
+        assert seconds > 0
+        steps.append(rows)
+        stepped(costs, rows, seconds)
+
+    def verify_spy(costs: speculation_policy.Costs, k: int, seconds: float) -> None:
+        assert seconds > 0
+        verifies.append(k)
+        verified(costs, k, seconds)
+
+    monkeypatch.setattr(speculation_policy.Costs, "stepped", step_spy)
+    monkeypatch.setattr(speculation_policy.Costs, "verified", verify_spy)
+    cfg = spec_config(DEMO, 8, prefill_chunk=32, prefill_overlap=overlap)
+    got = answers(cfg, PROMPTS, together=overlap, max_tokens=40)
+    drafted, _ = drafts()
+    assert drafted == sum(r.usage.drafted_tokens for r in got)  # each verify run counted
+    assert steps and verifies and max(verifies) <= 8
+    if overlap:  # some runs had a chunk in flight beside them: not timed
+        assert 0 < sum(verifies) < drafted and max(steps) > 1
+    else:  # one at a time, nothing beside: every run timed
+        assert sum(verifies) == drafted and set(steps) == {1}
 
 
 def test_usage_counts_the_verify_run_a_sequence_ends_in(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -310,8 +343,8 @@ def test_rejected_positions_are_never_read(monkeypatch: pytest.MonkeyPatch, draf
 
     verify = BatchStrategy._verify
 
-    def poisoned(self: BatchStrategy, seq: Any, draft: list[int]) -> None:
-        verify(self, seq, draft)
+    def poisoned(self: BatchStrategy, seq: Any, draft: list[int], timed: bool = False) -> None:
+        verify(self, seq, draft, timed)
         start, end = len(seq.tokens), len(seq.tokens) + len(draft) + 1
         for buffer in (*self.kv.keys, *self.kv.values):
             buffer[seq.row, :, start:end] = np.nan
