@@ -7,7 +7,14 @@ import sys
 from pathlib import Path
 
 from bench.commands import COMMANDS
+from bench.harness.model_cache import BENCH_SHAPES
 from bench.harness.paths import ROOT
+from bench.peers.llama_server import DEFAULT_QUANTS, QUANTS, quant_arms
+
+LLAMA_QUANT_HELP = (
+    f"llama-server's arms, by GGUF type of the same weights: a comma list of {', '.join(QUANTS)}"
+    f" (default {','.join(DEFAULT_QUANTS)})"
+)
 
 
 def _floats(s: str) -> list[float]:
@@ -28,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     r = sub.add_parser("run", help="the whole benchmark: raw loop, server, load, chat, peers")
     r.add_argument("--smoke", action="store_true", help="CI mode: demo model, a few requests")
-    r.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
+    r.add_argument("--shape", default="smollm2-135m", choices=BENCH_SHAPES)
     r.add_argument("--reps", type=int, help="rounds of the single-stream section (default 6)")
     r.add_argument("--prompt-tokens", type=int)
     r.add_argument("--new-tokens", type=int)
@@ -45,6 +52,14 @@ def main(argv: list[str] | None = None) -> int:
         "--no-peers", action="store_true", help="skip transformers, llama.cpp and llama-server"
     )
     r.add_argument("--no-llama-server", action="store_true", help="skip llama.cpp's llama-server")
+    r.add_argument("--llama-quant", type=quant_arms, help=LLAMA_QUANT_HELP)
+    r.add_argument(
+        "--speculation",
+        action="store_true",
+        help="two more arms of ours on the build with every position's logits: "
+        "GENAI_SPECULATIVE_TOKENS=0 and the server's default (the export itself cannot verify "
+        "drafts, so its arms run without speculation)",
+    )
     r.add_argument(
         "--only-llama-server",
         action="store_true",
@@ -62,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     a = sub.add_parser("agents", help="agent sessions sharing a long prefix, vs llama-server")
     a.add_argument("--smoke", action="store_true", help="demo model, no llama-server, seconds")
-    a.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
+    a.add_argument("--shape", default="smollm2-135m", choices=BENCH_SHAPES)
     a.add_argument("--sessions", type=int, help="sessions (default 4)")
     a.add_argument("--prefix-tokens", type=int, help="shared system prompt, tokens (default 1024)")
     a.add_argument("--turns", type=int, help="turns per session (default 3)")
@@ -71,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--reply-tokens", type=int, help="each answer, tokens (default 32)")
     a.add_argument("--rounds", type=int, help="runs of the workload per arm (default 2)")
     a.add_argument("--no-llama-server", action="store_true", help="this server alone")
+    a.add_argument(
+        "--llama-quant",
+        type=lambda v: quant_arms(v)[0],
+        choices=QUANTS,
+        help="llama-server's GGUF type (default Q4_0)",
+    )
     a.add_argument(
         "--responses",
         action="store_true",
@@ -151,16 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("folder", type=Path)
 
     pr = sub.add_parser("profile", help="py-spy the server while it serves one stream")
-    pr.add_argument("--shape", default="smollm2-135m", choices=["demo", "smollm2-135m"])
+    pr.add_argument("--shape", default="smollm2-135m", choices=["demo", *BENCH_SHAPES])
     pr.add_argument("--seconds", type=int, default=20)
     pr.add_argument("--protocol", choices=["native", "openai"], default="native")
     pr.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server")
     pr.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "profile")
 
     st = sub.add_parser("steps", help="the batch decoder's step time against its row count")
-    st.add_argument(
-        "--shape", default="smollm2-135m", choices=["demo", "smollm2-135m", "qwen2.5-0.5b"]
-    )
+    st.add_argument("--shape", default="smollm2-135m", choices=["demo", *BENCH_SHAPES])
     st.add_argument("--rows", type=_ints, default=[1, 2, 4, 8])
     st.add_argument("--threads", type=int, default=2)
     st.add_argument(
@@ -174,13 +193,19 @@ def main(argv: list[str] | None = None) -> int:
 
     pf = sub.add_parser("prefill", help="prompt tokens/s: server, bare session, llama.cpp")
     pf.add_argument("--smoke", action="store_true", help="demo model, short prompts, no llama.cpp")
-    pf.add_argument("--shape", default="smollm2-135m", choices=["smollm2-135m", "qwen2.5-0.5b"])
+    pf.add_argument("--shape", default="smollm2-135m", choices=BENCH_SHAPES)
     pf.add_argument("--lengths", type=_ints, help="prompt tokens (default 128,512,2048)")
     pf.add_argument("--rounds", type=int, help="rounds, every arm once per length (default 3)")
     pf.add_argument("--threads", type=int, help="intra-op threads, every arm (default: all)")
     pf.add_argument("--model", type=Path, help="another folder of the same weights (a variant)")
     pf.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server")
     pf.add_argument("--no-llama", action="store_true", help="skip llama-server and llama-bench")
+    pf.add_argument(
+        "--llama-quant",
+        type=lambda v: quant_arms(v)[0],
+        choices=QUANTS,
+        help="llama-server's and llama-bench's GGUF type (default Q4_0)",
+    )
     pf.add_argument("--no-server", action="store_true", help="skip this server's arm")
     pf.add_argument(
         "--cpu-time",

@@ -37,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
         cfg.peers = False
     if args.no_llama_server:
         cfg.llama_server = False
+    if args.llama_quant is not None:
+        cfg.llama_quants = args.llama_quant
+    cfg.speculation_arms = args.speculation
     cfg.inprocess_peers = not args.only_llama_server
     cfg.settings_sweep = cfg.settings_sweep and not args.no_sweep
     cfg.protocol = args.protocol
@@ -64,6 +67,8 @@ def agents(args: argparse.Namespace) -> int:
             setattr(acfg, name, getattr(args, name))
     if args.no_llama_server:
         acfg.llama_server = False
+    if args.llama_quant is not None:
+        acfg.llama_quant = args.llama_quant
     acfg.responses = args.responses
     for variant in args.variant:
         env = dict(item.split("=", 1) for item in variant.split(","))
@@ -215,6 +220,8 @@ def prefill(args: argparse.Namespace) -> int:
     from bench.benchmarks.prefill import parse_session
 
     cfg.llama = cfg.llama and not args.no_llama
+    if args.llama_quant is not None:
+        cfg.llama_quant = args.llama_quant
     cfg.server = not args.no_server
     cfg.cpu_time = args.cpu_time
     for text in args.session:

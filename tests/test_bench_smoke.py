@@ -23,7 +23,7 @@ PERCENTILES = {"p50", "p90", "p99", "mean"}
 def test_bench_smoke(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "run", "--smoke", "--out", str(out)],
+        [sys.executable, "-m", "bench", "run", "--smoke", "--speculation", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -71,6 +71,10 @@ def test_bench_smoke(tmp_path: Path) -> None:
         assert avail[name] == "ok" or avail[name].startswith("not available"), avail[name]
         assert (name in results["load"]) == (avail[name] == "ok")
     assert avail["llama-server"].startswith("not available")  # never built in smoke mode
+    # --speculation: our arms with speculation off and on, measured like the others
+    for name in ("speculation=off", "speculation=on"):
+        assert avail[name] == "ok", avail[name]
+        assert name in results["load"] and f"server stream {name}" in single
 
     ratios = results["ratios"]
     assert {"server_decode_over_raw", "server_ttft_minus_raw_ms"} <= set(ratios)

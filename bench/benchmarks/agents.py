@@ -53,6 +53,7 @@ class AgentConfig:
     rounds: int = 2  # runs of the workload per arm, arms alternating
     shape: str = "smollm2-135m"
     llama_server: bool = True
+    llama_quant: str = "Q4_0"  # llama-server's GGUF type (bench/peers/llama_server.py QUANTS)
     # llama-server's --flash-attn: "auto", its default. ("off" was used here for a while, after
     # a run on a loaded machine where "auto" decoded 1.5 tokens/s after a long prompt; on a
     # quiet machine "auto" is the faster of the two by far: docs/benchmarks.md.)
@@ -329,8 +330,8 @@ async def _one(client: Client, work: Workload) -> dict[str, Any]:
 def _llama_server(
     cfg: AgentConfig, model: Path, threads: int, results: dict[str, Any]
 ) -> tuple[tuple[Any, Client] | None, str | None]:
-    """llama-server on the Q4_0 GGUF of the same weights: a slot per session, each holding a
-    whole session, the same thread count; else (None, why not)."""
+    """llama-server on a GGUF of the same weights (``cfg.llama_quant``): a slot per session,
+    each holding a whole session, the same thread count; else (None, why not)."""
     from bench.peers import libraries as peers
     from bench.peers import llama_server
 
@@ -338,7 +339,7 @@ def _llama_server(
     if bins is None:
         return None, f"not available: {why}"
     try:
-        gguf = peers.ensure_gguf(model / "hf", _log, bins.quantize, threads)
+        gguf = peers.ensure_gguf(model / "hf", _log, bins.quantize, threads, quant=cfg.llama_quant)
     except Exception as exc:
         return None, f"not available: {type(exc).__name__}: {exc}"[:500]
     need = cfg.prefix_tokens + cfg.turns * (cfg.user_tokens + cfg.reply_tokens + 32) + 64
@@ -352,7 +353,7 @@ def _llama_server(
         ctx_per_slot=-(-need // 256) * 256,
         extra_args=["--flash-attn", cfg.llama_flash_attn],
     )
-    results["versions_peers"] = {PEER: bins.info}
+    results["versions_peers"] = {PEER: {**bins.info, "gguf": cfg.llama_quant}}
     srv.start()
     if not srv.wait_ready():
         srv.stop()

@@ -63,6 +63,7 @@ class PrefillConfig:
     model: Path | None = None  # another folder of the same weights (a build variant)
     threads: int = 0  # 0: every CPU this process may use
     llama: bool = True
+    llama_quant: str = "Q4_0"  # llama-server's and llama-bench's GGUF type
     server_env: dict[str, str] = field(default_factory=dict)
     # more bare-session arms: name -> (folder, session options / chunk), see parse_session
     sessions: dict[str, tuple[Path, dict[str, str]]] = field(default_factory=dict)
@@ -257,8 +258,10 @@ class Prefill:
         if bins is None:
             self.availability[LLAMA_SERVER] = f"not available: {why}"[:400]
             return
-        self.versions[LLAMA_SERVER] = bins.info
-        gguf = peers.ensure_gguf(hf, quantize=bins.quantize, threads=self.threads)
+        self.versions[LLAMA_SERVER] = {**bins.info, "gguf": self.cfg.llama_quant}
+        gguf = peers.ensure_gguf(
+            hf, quantize=bins.quantize, threads=self.threads, quant=self.cfg.llama_quant
+        )
         server = llama_server.LlamaServer(
             LLAMA_SERVER, {}, binary=bins.server, gguf=gguf, threads=self.threads,
             parallel=1, ctx_per_slot=longest + 64,
@@ -336,6 +339,8 @@ class Prefill:
                 "rounds": self.cfg.rounds,
                 "threads": self.threads,
                 "model": self.folder.name,
+                "shape": self.cfg.shape,
+                "llama_quant": self.cfg.llama_quant,
                 "server_env": self.cfg.server_env,
                 "sessions": {k: [str(f), o] for k, (f, o) in self.cfg.sessions.items()},
             },
@@ -374,7 +379,10 @@ def table(results: dict[str, Any]) -> str:
     lines += [
         "",
         f"Prompt tokens/s, median (range) over {results['config']['rounds']} rounds; "
-        f"{results['config']['threads']} threads every arm; model {results['config']['model']}.",
+        f"{results['config']['threads']} threads every arm; model {results['config']['model']}"
+        + (f" of {shape}" if (shape := results["config"].get("shape")) else "")
+        + (f"; llama.cpp on {q}" if (q := results["config"].get("llama_quant")) else "")
+        + ".",
         f"CPU: {cpu_flags_line(meta)}.",
         f"Load average (1 min) before, after: {load}. {meta['date_utc']}, "
         f"onnxruntime {meta['versions'].get('onnxruntime')}, source {meta['source']['commit']}"

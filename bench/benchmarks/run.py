@@ -21,8 +21,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.benchmarks.run_config import LLAMA_SERVER, LLAMA_SERVER_ARM, RunConfig, log
-from bench.benchmarks.run_servers import start_llama_server, start_servers
+from bench.benchmarks.run_config import LLAMA_SERVER, SPEC_OFF, SPEC_ON, RunConfig, log
+from bench.benchmarks.run_servers import start_llama_servers, start_servers
 from bench.harness import machine
 from bench.harness.clients import Client, RequestSpec, make_client
 from bench.harness.loadgen import SLO, run_load
@@ -63,13 +63,14 @@ class Bench:
         self.loop = asyncio.new_event_loop()
         self._prompt_seed = 1000
         self.peer_procs: list[Any] = []
+        self.llama_arms: list[str] = []  # llama-server's arms that started, by name
         self.http: Any = None
 
     # ---- setup ---------------------------------------------------------------------------
     def setup(self) -> None:
         cfg = self.cfg
-        if cfg.smoke:
-            self.models = {"int4": DEMO}
+        if cfg.smoke:  # the demo model computes every position's logits: it speculates
+            self.models = {"int4": DEMO, "int4-all-logits": DEMO}
         else:
             self.models = ensure_models(cfg.shape, log)
         self.raw = RawEngine(self.models["int4"], threads=self.threads)
@@ -80,7 +81,7 @@ class Bench:
         )
         self._start_servers()
         if cfg.peers and cfg.llama_server:
-            self._start_llama_server()
+            self._start_llama_servers()
         else:
             self.results["availability"][LLAMA_SERVER] = "not available: not requested"
 
@@ -93,10 +94,11 @@ class Bench:
         avail["protocol"] = self.clients["default"].protocol if self.clients else None
         avail["min_tokens"] = self.clients["default"].min_tokens if self.clients else False
 
-    def _start_llama_server(self) -> None:
-        found = start_llama_server(self.cfg, self.models, self.threads, self.results)
-        if found is not None:
-            self.servers[LLAMA_SERVER], self.clients[LLAMA_SERVER] = found
+    def _start_llama_servers(self) -> None:
+        found = start_llama_servers(self.cfg, self.models, self.threads, self.results)
+        for name, (srv, client) in found.items():
+            self.servers[name], self.clients[name] = srv, client
+        self.llama_arms = list(found)
 
     @staticmethod
     async def _new_http(httpx: Any) -> Any:
@@ -207,8 +209,11 @@ class Bench:
             name = f"scheduler={strategy}"
             if name in self.clients:
                 arms[f"server stream {name}"] = lambda k=name: self._server_once(k, True)
-        if LLAMA_SERVER in self.clients:
-            arms[LLAMA_SERVER_ARM] = lambda: self._server_once(LLAMA_SERVER, True)
+        for name in (SPEC_OFF, SPEC_ON):
+            if name in self.clients:
+                arms[f"server stream {name}"] = lambda k=name: self._server_once(k, True)
+        for name in self.llama_arms:
+            arms[name] = lambda k=name: self._server_once(k, True)
         if cfg.settings_sweep:
             self._add_setting_arms(arms)
         if cfg.peers and cfg.inprocess_peers:
@@ -221,9 +226,11 @@ class Bench:
             "raw threads=1": RawEngine(self.models["int4"], threads=1),
             "raw spinning=0": RawEngine(self.models["int4"], spinning=False),
             "raw spinning=1": RawEngine(self.models["int4"], spinning=True),
-            "raw int4 acc-level default": RawEngine(self.models["int4-acc0"]),
-            "raw fp32": RawEngine(self.models["fp32"]),
         }
+        # builds a shape's BuildPlan leaves out (the 1B shape has no fp32) have no arm
+        for name, key in (("raw int4 acc-level default", "int4-acc0"), ("raw fp32", "fp32")):
+            if key in self.models:
+                variants[name] = RawEngine(self.models[key])
         for name, eng in variants.items():
             arms[name] = lambda e=eng: self._raw_once(e)
         for name in ("threads=1", "spinning=0", "acc-level-default"):
@@ -267,8 +274,8 @@ class Bench:
         names = [f"scheduler={s}" for s in cfg.strategies if f"scheduler={s}" in self.clients]
         if not names and "default" in self.clients:
             names = ["default"]
-        if LLAMA_SERVER in self.clients:
-            names.append(LLAMA_SERVER)
+        names += [n for n in (SPEC_OFF, SPEC_ON) if n in self.clients]
+        names += self.llama_arms
         slo = SLO(cfg.slo_ttft, cfg.slo_tpot)
         out: dict[str, Any] = {n: {"concurrency": [], "poisson": []} for n in names}
         counter = iter(range(1_000_000))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.harness.paths import ROOT
+from bench.peers.llama_server import DEFAULT_QUANTS
 
 
 @dataclass
@@ -30,6 +31,11 @@ class RunConfig:
     chat_strategies: list[str] = field(default_factory=lambda: ["batch"])
     peers: bool = True
     llama_server: bool = True  # llama.cpp's C++ server under load (with peers only)
+    # llama-server's arms, one server each, by GGUF type (bench/peers/llama_server.py QUANTS)
+    llama_quants: list[str] = field(default_factory=lambda: list(DEFAULT_QUANTS))
+    # two more variants of ours on the build with every position's logits (the one n-gram
+    # speculation can verify on): GENAI_SPECULATIVE_TOKENS=0 and the server's default
+    speculation_arms: bool = False
     inprocess_peers: bool = True  # transformers and llama-cpp-python (built on demand)
     threads: int = 0  # intra-op threads of every arm; 0: every CPU this process may use
     server_env: dict[str, str] = field(default_factory=dict)  # more settings, every server
@@ -63,8 +69,10 @@ class RunConfig:
         )
 
 
-LLAMA_SERVER = "llama-server"  # the load arm's and the server variant's name
-LLAMA_SERVER_ARM = "llama-server Q4_0"  # its single-stream arm
+LLAMA_SERVER = "llama-server"  # its availability (the build), and every arm's name's start
+LLAMA_SERVER_ARM = "llama-server Q4_0"  # the Q4_0 arm (llama_server.arm_name("Q4_0"))
+# Our arms with speculation off and on (RunConfig.speculation_arms)
+SPEC_OFF, SPEC_ON = "speculation=off", "speculation=on"
 
 
 def log(msg: str) -> None:

@@ -4,8 +4,9 @@ llama.cpp runs through llama-cpp-python, which has no binary wheel: it is compil
 source (a few minutes on 2 cores) with portable CPU flags and the wheel is cached under
 bench/.cache/wheels/<isa>. The HF folder is converted with the ``convert_hf_to_gguf.py``
 shipped in the source distribution (its tokenizer declared as ``gpt-2``: the locally trained
-byte-level BPE is not one it knows) and quantized to Q4_0, by llama-cpp-python or, without it,
-by the ``llama-quantize`` built beside ``llama-server`` (bench/peers/llama_server.py).
+byte-level BPE is not one it knows) and quantized (Q4_0, or another type for llama-server's arms)
+by the ``llama-quantize`` built beside ``llama-server`` (bench/peers/llama_server.py) or, without
+it, by llama-cpp-python.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from bench.harness.paths import CACHE
 from bench.peers.llama_server import (
     LLAMA_PKG,
     ggml_cmake_flags,
+    gguf_name,
     isa,
-    quantize_q4_0,
+    quantize_gguf,
     sdist_tarball,
     vendor_dir,
 )
@@ -142,13 +144,18 @@ convert_hf_to_gguf.main()
 
 
 def ensure_gguf(
-    hf_dir: Path, log: Any = print, quantize: Path | None = None, threads: int = 1
+    hf_dir: Path,
+    log: Any = print,
+    quantize: Path | None = None,
+    threads: int = 1,
+    quant: str = "Q4_0",
 ) -> Path:
-    """The HF weights as a Q4_0 GGUF (cached beside the model): quantized by llama-cpp-python
-    when it imports, else by the ``quantize`` binary (llama-quantize)."""
-    q4 = hf_dir.parent.parent / "llama-q4_0.gguf"
-    if q4.exists():
-        return q4
+    """The HF weights as a GGUF of ``quant`` (cached beside the model; the f32 conversion is
+    shared by every type): quantized by the ``quantize`` binary (llama-quantize) when given,
+    else by llama-cpp-python (Q4_0 only)."""
+    out = hf_dir.parent.parent / gguf_name(quant)
+    if out.exists():
+        return out
     f32 = hf_dir.parent.parent / "llama-f32.gguf"
     if not f32.exists():
         log("converting the HF weights to GGUF ...")
@@ -161,19 +168,22 @@ def ensure_gguf(
         )
         if r.returncode != 0 or not f32.exists():
             raise RuntimeError(f"GGUF conversion failed: {r.stderr.strip()[-400:]}")
+    if quantize is not None:
+        log(f"quantizing the GGUF to {quant} ...")
+        quantize_gguf(quantize, f32, out, quant, threads)
+        return out
+    if quant != "Q4_0":
+        raise RuntimeError(f"{quant} needs llama-quantize (built beside llama-server)")
     try:
         import llama_cpp
     except ImportError:
-        if quantize is None:
-            raise RuntimeError("no quantizer: neither llama_cpp nor llama-quantize") from None
-        quantize_q4_0(quantize, f32, q4, threads)
-        return q4
+        raise RuntimeError("no quantizer: neither llama_cpp nor llama-quantize") from None
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
-    rc = llama_cpp.llama_model_quantize(str(f32).encode(), str(q4).encode(), params)
-    if rc != 0 or not q4.exists():
+    rc = llama_cpp.llama_model_quantize(str(f32).encode(), str(out).encode(), params)
+    if rc != 0 or not out.exists():
         raise RuntimeError(f"llama_model_quantize returned {rc}")
-    return q4
+    return out
 
 
 class LlamaCppPeer:

@@ -197,15 +197,53 @@ def ensure_binaries(log: Any = print) -> tuple[Binaries | None, str | None]:
     return Binaries(server, quantize if quantize.exists() else None, info), None
 
 
-def quantize_q4_0(quantize: Path, f32: Path, q4: Path, threads: int) -> None:
+# The GGUF types llama-server is measured on, by llama-quantize's name. Q4_0 has the int4
+# export's own layout (blocks of 32, one scale); Q4_K_M (super-blocks of 256, 6-bit scales,
+# some tensors at Q6_K) is what users of llama.cpp usually pick.
+QUANTS = ("Q4_0", "Q4_K_M")
+DEFAULT_QUANTS = ("Q4_0",)
+
+
+def quant_arms(text: str) -> list[str]:
+    """``--llama-quant``'s comma list as llama-quantize's names (any case), in order, once
+    each; an unknown name is an error that lists the known ones."""
+    known = {q.lower(): q for q in QUANTS}
+    out: list[str] = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        if item.lower() not in known:
+            raise ValueError(f"unknown llama-server quantization {item!r}: one of {QUANTS}")
+        if known[item.lower()] not in out:
+            out.append(known[item.lower()])
+    if not out:
+        raise ValueError(f"no llama-server quantization named: one of {QUANTS}")
+    return out
+
+
+def arm_name(quant: str) -> str:
+    """llama-server's arm on a GGUF of ``quant``, as every table names it."""
+    return f"llama-server {quant}"
+
+
+def gguf_name(quant: str) -> str:
+    """The cached GGUF file of ``quant`` (``llama-q4_0.gguf``: the name it has always had)."""
+    return f"llama-{quant.lower()}.gguf"
+
+
+def quantize_gguf(quantize: Path, f32: Path, out: Path, quant: str, threads: int) -> None:
     r = subprocess.run(
-        [str(quantize), str(f32), str(q4), "Q4_0", str(threads)],
+        [str(quantize), str(f32), str(out), quant, str(threads)],
         capture_output=True,
         text=True,
         check=False,
     )
-    if r.returncode != 0 or not q4.exists():
+    if r.returncode != 0 or not out.exists():
         raise RuntimeError(f"llama-quantize failed: {(r.stdout + r.stderr).strip()[-300:]}")
+
+
+def quantize_q4_0(quantize: Path, f32: Path, q4: Path, threads: int) -> None:
+    quantize_gguf(quantize, f32, q4, "Q4_0", threads)
 
 
 @dataclass
@@ -258,13 +296,19 @@ REQUEST_EXTRA: dict[str, Any] = {"ignore_eos": True, "top_k": 1}
 
 
 __all__ = [
+    "DEFAULT_QUANTS",
+    "QUANTS",
     "REQUEST_EXTRA",
     "Binaries",
     "LlamaServer",
+    "arm_name",
     "ensure_binaries",
     "ggml_cmake_flags",
+    "gguf_name",
     "has_avx512",
     "isa",
+    "quant_arms",
+    "quantize_gguf",
     "quantize_q4_0",
     "sdist_tarball",
     "vendor_dir",

@@ -45,7 +45,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"messages, {cfg['reply_tokens']}-token answers), {cfg['rounds']} round(s) per arm, "
         f"arms alternating; medians over rounds. Measured {meta.get('date_utc', '?')} on "
         f"{meta.get('cpu_model', '?')}, {meta.get('usable_cpus', '?')} usable CPUs, "
-        f"onnxruntime-genai {meta.get('versions', {}).get('onnxruntime-genai', '?')}.",
+        f"onnxruntime-genai {meta.get('versions', {}).get('onnxruntime-genai', '?')}; model "
+        f"{cfg.get('shape', '?')}, {PEER} on its {cfg.get('llama_quant', 'Q4_0')} GGUF.",
         "",
         f"| measure | {OURS} | {PEER} | {OURS} ÷ {PEER} | target |",
         "|---|---|---|---|---|",

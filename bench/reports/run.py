@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench.reports.run_ratios import BATCH_TARGETS, TARGETS, raw_arm, target_rows
+from bench.reports.run_ratios import BATCH_TARGETS, TARGETS, peer_rows, raw_arm, target_rows
 from bench.reports.run_ratios import number as _f  # short: the tables call it on every cell
 
 
@@ -98,6 +98,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {hist} | " + " | ".join(_f(r["median"] * 1e3) for r in rows.values()) + " |"
             )
+    lines += peer_table(results)
     lines += [
         "",
         "### Targets of the continuous-batching scheduler (`batch`)",
@@ -122,8 +123,8 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     targets = {key for key, *_ in BATCH_TARGETS}
     for key, value in results.get("ratios", {}).items():
-        if key in targets and key != "server_ttft_minus_raw_ms":
-            continue  # in the table above
+        if key in targets and key != "server_ttft_minus_raw_ms" or " over llama-server" in key:
+            continue  # in the tables above
         lines.append(f"| {key} | {_f(value, '.3f')} | {_verdict(key, value)} |")
     avail = {
         k: v
@@ -141,6 +142,29 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", "Not available in this run:", ""]
         lines += [f"- {k}: {v}" for k, v in avail.items()]
     return "\n".join(lines) + "\n"
+
+
+def peer_table(results: dict[str, Any]) -> list[str]:
+    """Ours ÷ llama-server, arm by arm (run_ratios.peer_rows); nothing without llama-server."""
+    rows = peer_rows(results)
+    if not rows:
+        return []
+    levels = [k for k in rows[0] if k.startswith("aggregate_c")]
+    lines = [
+        "",
+        "### Ours ÷ llama-server, by arm (decode and TTFT: single stream, medians; "
+        "aggregate: output tokens/s under load; TTFT below 1 is ours sooner)",
+        "",
+        "| ours | llama-server | decode c1 | TTFT c1 | "
+        + " | ".join(f"aggregate {k.removeprefix('aggregate_')}" for k in levels)
+        + " |",
+        "|---" * (4 + len(levels)) + "|",
+    ]
+    for row in rows:
+        cells = [row["decode_c1"], row["ttft_c1"], *(row[k] for k in levels)]
+        shown = [_f(c, ".2f") if not isinstance(c, str) else "n/a" for c in cells]
+        lines.append(f"| {row['ours']} | {row['llama_server']} | " + " | ".join(shown) + " |")
+    return lines
 
 
 def plots(results: dict[str, Any], out: Path) -> list[Path]:

@@ -13,6 +13,10 @@ TARGETS = {
 
 BATCH, GENERATOR, LLAMA = "scheduler=batch", "scheduler=generator", "llama-server"
 LLAMA_ARM = "llama-server Q4_0"
+# our arms against llama-server's, in the peer table: the batch scheduler on the export (else
+# the default server, where no scheduler was asked for), and speculation off and on on the
+# build with every position's logits (bench/benchmarks/run_config.py SPEC_OFF, SPEC_ON)
+OUR_PEER_ARMS = (BATCH, "speculation=off", "speculation=on")
 
 # The continuous-batching scheduler's targets: (key in "ratios", what it is, op, target).
 # Each value is computed when both sides were measured, else "n/a: <why>".
@@ -109,6 +113,52 @@ def _ms(v: float | str) -> float | str:
     return v * 1e3 if isinstance(v, float) else v
 
 
+def llama_arms(results: dict[str, Any]) -> list[str]:
+    """llama-server's load arms by name (``llama-server Q4_0``, ...; a results file from
+    before the arms were named by type has one, ``llama-server``)."""
+    return [k for k in results.get("load", {}) if k == LLAMA or k.startswith(LLAMA + " ")]
+
+
+def _stream_arm(name: str) -> str:
+    """The single-stream arm of load arm ``name``."""
+    if name.startswith(LLAMA):
+        return name
+    return "server stream" if name == "default" else f"server stream {name}"
+
+
+def peer_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Ours ÷ llama-server for every pair of our arm (``OUR_PEER_ARMS`` that ran, the default
+    server in place of ``batch`` where that did not) and llama-server arm: single-stream
+    decode tokens/s and TTFT, and the aggregate output tokens/s at each level in flight. A
+    ratio is "n/a: why" where a side is missing."""
+    load = results.get("load", {})
+    first = BATCH if BATCH in load else "default"
+    ours = [n for n in (first, *OUR_PEER_ARMS[1:]) if n in load]
+    levels = sorted({r["concurrency"] for n in ours for r in load[n].get("concurrency", [])})
+    rows = []
+    for mine in ours:
+        for theirs in llama_arms(results):
+            row: dict[str, Any] = {"ours": mine, "llama_server": theirs}
+            for key, label in (("decode_tps", "decode_c1"), ("ttft", "ttft_c1")):
+                a = _single(results, _stream_arm(mine), key, mine)
+                b = _single(results, _stream_arm(theirs), key, theirs)
+                row[label] = _ratio(a, b)
+            for level in levels:
+                a_row, b_row = _load_row(results, mine, level), _load_row(results, theirs, level)
+                row[f"aggregate_c{level}"] = _ratio(
+                    a_row if isinstance(a_row, str) else float(a_row["output_token_throughput"]),
+                    b_row if isinstance(b_row, str) else float(b_row["output_token_throughput"]),
+                )
+            rows.append(row)
+    return rows
+
+
+def _ratio(a: float | str, b: float | str) -> float | str:
+    if isinstance(a, str) or isinstance(b, str):
+        return f"n/a: {a if isinstance(a, str) else b}"[:200]
+    return _div(a, b)
+
+
 def target_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The targets of ``BATCH_TARGETS``: key, label, value (or "n/a: why"), the figures
     compared, op and target."""
@@ -153,7 +203,8 @@ def target_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     add("server_ttft_minus_raw_ms", server_ttft, raw_ttft, "-", "ms")
     batch_ttft = _ms(_single(results, batch_arm, "ttft", BATCH))
     add("batch_ttft_minus_raw_ms", batch_ttft, raw_ttft, "-", "ms")
-    add("batch_c4_over_llama_server_c4", tput(BATCH, 4), tput(LLAMA, 4), "/", "tokens/s")
+    llama = next(iter(llama_arms(results)), LLAMA_ARM)
+    add("batch_c4_over_llama_server_c4", tput(BATCH, 4), tput(llama, 4), "/", "tokens/s")
     add(
         "batch_over_generator_ttft_p50_c4",
         ttft_p50(BATCH, 4),
@@ -210,7 +261,8 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
                 )
     # ours (the batch scheduler) ÷ llama-server, level by level: tokens/s and TTFT p50
     ours = load.get(BATCH, {}).get("concurrency", [])
-    theirs = {row["concurrency"]: row for row in load.get(LLAMA, {}).get("concurrency", [])}
+    llama = next(iter(llama_arms(results)), LLAMA_ARM)
+    theirs = {row["concurrency"]: row for row in load.get(llama, {}).get("concurrency", [])}
     for row in ours:
         other = theirs.get(row["concurrency"])
         if other is not None:
@@ -234,6 +286,11 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
             )
     for row in target_rows(results):
         out[row["key"]] = row["value"]
+    for row in peer_rows(results):
+        pair = f"{row['ours']} over {row['llama_server']}"
+        for key, value in row.items():
+            if key not in ("ours", "llama_server"):
+                out[f"{pair} {key}"] = value
     return out
 
 
