@@ -186,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         "--model", type=Path, action="append", default=[], help="a folder instead; repeat"
     )
     st.add_argument("--verify", type=int, default=0, help="also batch-1 runs of 1+k, k<=this")
+    st.add_argument(
+        "--server",
+        action="store_true",
+        help="instead: onnxruntime's profile of the server's steps while max(--rows) streams "
+        "decode, per operator, and the time between its runs (bench/probes/server_steps.py)",
+    )
+    st.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server")
 
     ov = sub.add_parser("overlap", help="decode steps beside a prefill, by thread split")
     ov.add_argument("--threads", type=int, default=2)

@@ -192,6 +192,15 @@ def steps(args: argparse.Namespace) -> int:
         folders = [DEMO]
     else:  # a verify run reads every position's logits: the build speculation runs on
         folders = [ensure_models(args.shape)["int4-all-logits" if args.verify else "int4"]]
+    if args.server:
+        from bench.probes.server_steps import profile as server_profile
+        from bench.probes.server_steps import table as server_table
+
+        env = dict(item.split("=", 1) for item in args.env)
+        result = server_profile(folders[0], max(args.rows), args.threads, env)
+        print(server_table(result))
+        print(json.dumps(result))
+        return 0
     print(step_times(folders, args.rows, args.threads, verify=args.verify))
     return 0
 

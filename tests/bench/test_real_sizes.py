@@ -140,3 +140,31 @@ def test_a_results_file_from_before_the_arms_were_named_still_reports() -> None:
     r["load"] = {"scheduler=batch": _load({4: 40.0}), "llama-server": _load({4: 80.0})}
     assert llama_arms(r) == ["llama-server"]
     assert ratios(r)["batch_c4_over_llama_server_c4"] == pytest.approx(0.5)
+
+
+def _kernel(ts: int, dur: int, op: str, node: str, shape: list[int] | None = None) -> dict:
+    args: dict[str, object] = {"op_name": op}
+    if shape is not None:
+        args["input_type_shape"] = [{"uint8": [49152, 1024]}, {"int64": shape}]
+    return {"cat": "Node", "name": f"{node}_kernel_time", "ts": ts, "dur": dur, "args": args}
+
+
+def test_server_steps_keeps_the_decode_runs_of_all_rows_and_the_gaps_between_them() -> None:
+    from bench.probes.server_steps import decode_runs, summary
+
+    def run(ts: int, rows: int, fed: int) -> list[dict]:
+        return [
+            {"cat": "Session", "name": "model_run", "ts": ts, "dur": 100},
+            _kernel(ts + 1, 10, "GatherBlockQuantized", "/model/embed_tokens/Gather", [rows, fed]),
+            _kernel(ts + 20, 60, "MatMulNBits", "/model/layers.0/mlp/down_proj/MatMul"),
+            _kernel(ts + 85, 5, "GroupQueryAttention", "/model/layers.0/attn/GQA"),
+        ]
+
+    events = run(0, 1, 128) + run(1000, 8, 1) + run(1130, 8, 1) + run(1500, 1, 64)
+    events += run(1700, 8, 1)
+    runs = decode_runs(events, 8)
+    assert [r["gap_ms"] for r in runs] == [None, 0.03, None]  # after a prefill: no gap
+    assert runs[0]["ms"]["MatMulNBits: MLP"] == pytest.approx(0.06)
+    assert runs[0]["ms"]["outside kernels"] == pytest.approx(0.1 - 0.075)
+    s = summary(runs)
+    assert s["runs"] == 3 and s["gap_ms"]["n"] == 1
