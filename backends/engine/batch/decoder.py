@@ -6,6 +6,12 @@ optionally ``position_ids [B, S]``, and one past key/value pair per layer
 (``past_present_share_buffer``). Its ``GroupQueryAttention`` derives each row's past length
 from its mask row, so rows of different lengths run together (a ragged batch). Names and
 shapes come from genai_config.json; the session's own inputs are checked against them.
+
+An int8 KV cache (``main_genai.py export --kv-cache int8``) is bound the same way: its scales
+are constants in the graph, and the attention op quantizes what it writes into the shared
+buffer. The builder itself marks such a CPU model ``past_present_share_buffer: false`` (the
+export marks it shared: modelkit/kv_quant.py), but onnxruntime's CPU GroupQueryAttention shares
+whenever past and present are one buffer, int8 included, so either folder is served.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ log = logging.getLogger("genai.batch")
 Int64s = npt.NDArray[np.int64]
 
 NOISE_SEED = 48  # GENAI_LOGIT_NOISE: the same draws in every run
-# onnxruntime's element types for the KV cache.
-_DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+# onnxruntime's element types for the KV cache. int8: quantized, its scales in the graph (int4
+# packs two values a byte, which the buffers here cannot hold).
+_DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int8)": np.int8}
+_QUANTIZED = ("tensor(int8)",)
 
 
 class UnsupportedModel(Exception):
@@ -49,7 +57,7 @@ class DecoderSpec:
     present_keys: tuple[str, ...]
     present_values: tuple[str, ...]
     logits: str
-    kv_dtype: Any  # np.float32 or np.float16
+    kv_dtype: Any  # np.float32, np.float16 or np.int8
     # The logits of the last fed position only ([B, 1, vocab]: the builder's prune_lm_head).
     # It is the last of input_ids' columns, so no run may feed rows of different lengths,
     # right-padded, together: the strategy feeds a prompt's chunk one row at a time and
@@ -74,8 +82,6 @@ def read_spec(folder: ModelFolder, session_inputs: dict[str, str]) -> DecoderSpe
     (name → onnxruntime type). Raises :class:`UnsupportedModel` with the reason."""
     model = folder.config.get("model", {})
     decoder = model.get("decoder", {})
-    if not folder.config.get("search", {}).get("past_present_share_buffer", False):
-        raise UnsupportedModel("the KV cache is not shared between past and present")
     if decoder.get("pipeline") or model.get("vision") or model.get("speech"):
         raise UnsupportedModel("multi-part and multi-modal models are not supported")
     inputs, outputs = decoder.get("inputs", {}), decoder.get("outputs", {})
@@ -115,6 +121,9 @@ def read_spec(folder: ModelFolder, session_inputs: dict[str, str]) -> DecoderSpe
     kv_type = session_inputs[spec.past_keys[0]]
     if kv_type not in _DTYPES:
         raise UnsupportedModel(f"KV cache type {kv_type} is not supported")
+    shared = folder.config.get("search", {}).get("past_present_share_buffer", False)
+    if not shared and kv_type not in _QUANTIZED:
+        raise UnsupportedModel("the KV cache is not shared between past and present")
     return DecoderSpec(**{**spec.__dict__, "kv_dtype": _DTYPES[kv_type]})
 
 
