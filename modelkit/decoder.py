@@ -39,6 +39,7 @@ from modelkit.chat_template import CHAT_TEMPLATE
 from modelkit.demo.check import check
 from modelkit.demo.template import DEMO_TEMPLATE
 from modelkit.demo.train import make_trained_hf_folder
+from modelkit.kv_quant import SCALES_FILE, calibrate, kv_options, share_buffers
 from modelkit.offline import quiet_threads
 from modelkit.shapes import ARCHS, SHAPES, arch_config_kwargs
 from modelkit.tokenizer import CHATML_SPECIAL, corpus, train_chatml_tokenizer
@@ -104,6 +105,7 @@ def build(
     device: str = "cpu",
     paged: bool = False,
     last_logits: bool = False,
+    kv_int8: bool = False,
 ) -> None:
     mix = dict(mix or {})
     context = mix.pop("context", 0)
@@ -131,7 +133,14 @@ def build(
             extra.append("use_paged_attention=true")
         if last_logits:  # what `main_genai.py export` makes for the CPU by default
             extra.append("prune_lm_head=true")
+        if kv_int8:  # a float-KV build to calibrate the scales on (modelkit/kv_quant.py)
+            base = Path(tmp) / "float-kv"
+            run_builder(hf_dir, base, precision, extra, cache_dir=Path(tmp) / "cache")
+            calibrate(base, hf_dir, out / SCALES_FILE, quiet=True)
+            extra += kv_options(out / SCALES_FILE)
         run_builder(hf_dir, out, precision, extra, cache_dir=Path(tmp) / "cache", device=device)
+        if kv_int8 and device == "cpu":
+            share_buffers(out)
         if not (out / "chat_template.jinja").exists():
             (out / "chat_template.jinja").write_text(template)
         # Keep the HF weights beside the ONNX export only on request (benchmarks against
@@ -180,6 +189,12 @@ def main() -> None:
         "--last-logits",
         action="store_true",
         help="logits of the last fed position only (the builder's prune_lm_head)",
+    )
+    ap.add_argument(
+        "--kv-cache",
+        choices=["float", "int8"],
+        default="float",
+        help="int8: a KV cache of int8 with calibrated scales (modelkit/kv_quant.py)",
     )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=1234)
@@ -286,7 +301,7 @@ def main() -> None:
     build(
         args.shape, args.precision, args.out, args.seed, args.init_range, args.arch,
         args.train_steps, mix, device=args.device, paged=args.paged,
-        last_logits=args.last_logits,
+        last_logits=args.last_logits, kv_int8=args.kv_cache == "int8",
     )  # fmt: skip
 
 

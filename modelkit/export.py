@@ -24,6 +24,7 @@ from typing import TextIO
 from backends.errors import StartupError
 from backends.models.folder import inspect_model_folder
 from modelkit.builder import BuilderFailed, builder_command, stream_builder
+from modelkit.kv_quant import SCALES_FILE, calibration_command, kv_options, share_buffers
 
 BUILD_PACKAGES = {  # import name -> what pip installs it as
     "torch": "torch",
@@ -37,6 +38,7 @@ DEVICES = ("cpu", "cuda", "dml")
 DEFAULT_PRECISION = {"cpu": "int4", "cuda": "fp16", "dml": "int4"}
 SERVE_DEVICE = {"cpu": "cpu", "cuda": "cuda", "dml": "directml"}
 BLOCK_SIZES = (16, 32, 64, 128, 256)
+KV_CACHES = ("float", "int8")
 STAGES = 4
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # Files a hub download skips: other formats of the weights, and other exports.
@@ -81,6 +83,21 @@ def build_parser() -> argparse.ArgumentParser:
         "(GENAI_SPECULATIVE_TOKENS, a request's speculative: off on a model without them); by "
         "default a cpu export computes the last position's only, all generation reads",
     )
+    ap.add_argument(
+        "--kv-cache",
+        choices=KV_CACHES,
+        default="float",
+        help="cpu only: int8 keeps the KV cache as int8 with a calibrated scale per channel, a "
+        "quarter of fp32's memory a token; the export builds twice, a float build to "
+        "calibrate on, then the int8 one (default: float, the precision's own type)",
+    )
+    ap.add_argument(
+        "--kv-calibration",
+        type=Path,
+        metavar="FILE",
+        help="--kv-cache int8: calibration text, passages separated by blank lines (or a .json "
+        "list of strings); default: the builder's 16 English passages",
+    )
     ap.add_argument("--force", action="store_true", help="write into --out even if it is not empty")
     return ap
 
@@ -108,6 +125,21 @@ def builder_options(
         # 135M benchmark shape the head was 11% of a 512-token prefill (docs/models.md).
         options.append("prune_lm_head=true")
     return options
+
+
+def check_kv_cache(args: argparse.Namespace) -> bool:
+    """Whether the export makes an int8 KV cache; its options on a target without it are an
+    error (the builder quantizes the KV cache for the CPU and CUDA; the server's batch engine,
+    which holds int8 rows, is the CPU's)."""
+    int8 = getattr(args, "kv_cache", "float") == "int8"
+    if int8 and args.device != "cpu":
+        raise ExportError("--kv-cache int8 applies to --device cpu only")
+    if getattr(args, "kv_calibration", None) is not None:
+        if not int8:
+            raise ExportError("--kv-calibration applies to --kv-cache int8 only")
+        if not args.kv_calibration.is_file():
+            raise ExportError(f"{args.kv_calibration} (--kv-calibration) is not a file")
+    return int8
 
 
 def missing_build_packages() -> list[str]:
@@ -185,6 +217,7 @@ def export(
     options = builder_options(
         precision, args.device, args.accuracy_level, args.block_size, args.all_logits
     )
+    int8_kv = check_kv_cache(args)
     out: Path = args.out
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not args.force)):
         raise ExportError(f"{out} exists and is not an empty folder (--force writes into it)")
@@ -206,11 +239,24 @@ def export(
         source = Path(args.source)
     check_local_source(source)
 
-    stage(3, f"Converting with the onnxruntime-genai builder ({precision}, {args.device})")
+    kv = ", KV cache int8" if int8_kv else ""
+    stage(3, f"Converting with the onnxruntime-genai builder ({precision}, {args.device}{kv})")
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="genai-export-") as cache:
-        command = builder_command(source, out, precision, args.device, options, Path(cache))
-        (builder or run_builder)(command, log)
+    build = builder or run_builder
+    with tempfile.TemporaryDirectory(prefix="genai-export-") as tmp:
+        cache = Path(tmp) / "cache"
+        if int8_kv:
+            float_kv = Path(tmp) / "float-kv"
+            print("      The float-KV build, to calibrate the int8 scales on:", file=log)
+            build(builder_command(source, float_kv, precision, args.device, options, cache), log)
+            print("      Calibrating the KV cache scales:", file=log, flush=True)
+            scales = out / SCALES_FILE
+            build(calibration_command(float_kv, source, scales, args.kv_calibration), log)
+            options = [*options, *kv_options(scales)]
+            print("      The int8-KV build:", file=log, flush=True)
+        build(builder_command(source, out, precision, args.device, options, cache), log)
+    if int8_kv:
+        share_buffers(out)
 
     stage(4, f"Checking {out}")
     try:
