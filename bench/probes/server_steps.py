@@ -1,9 +1,10 @@
 """``python -m bench steps --server``: where the server's decode steps go while ``rows``
 streams decode together, per operator, and the time between its runs.
 
-Starts the server on the benchmark model with its admin routes, opens onnxruntime's
-profiling window (``POST /admin/profiling``: the batch scheduler swaps in a profiling session
-for the next model steps), then sends ``rows`` streaming requests at once. From the profile
+Starts the server on the benchmark model with its admin routes and sends ``rows`` long
+streaming requests at once; once every one has its first token, opens onnxruntime's profiling
+window (``POST /admin/profiling``: the batch scheduler swaps in a profiling session for the
+next model steps), and cancels the streams once it is taken. From the profile
 it keeps the runs that fed one token to each of ``rows`` rows (the embedding kernel's input
 shape says how many; the newcomers' prefills are left out) and gives their operators by group
 (bench/probes/prefill_profile.py's groups: the int4 matmuls by role, GroupQueryAttention,
@@ -18,18 +19,17 @@ import asyncio
 import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.harness.clients import RequestSpec, make_client
 from bench.harness.prompts import words
 from bench.harness.server import ServerProcess
 from bench.probes.prefill_profile import group
 
 ADMIN_KEY = "bench-admin"
+LONG = 4096  # tokens a stream asks for: it is cancelled once the profile is taken
 
 
 def decode_runs(events: list[dict[str, Any]], rows: int) -> list[dict[str, Any]]:
@@ -86,26 +86,61 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-async def _streams(url: str, rows: int, prompt_words: int, tokens: int) -> None:
-    client = make_client(url, protocol="openai")
-    # the admin key does all a user key does (with a key set, every route needs one)
-    auth = {"Authorization": f"Bearer {ADMIN_KEY}"}
+async def _stream(
+    http: httpx.AsyncClient, url: str, prompt: str, chunks: list[int], i: int
+) -> None:
+    """One long streaming request, counting its chunks into ``chunks[i]`` until cancelled."""
+    body = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": LONG,
+        "min_tokens": LONG,
+        "temperature": 0,
+        "stream": True,
+    }
+    async with http.stream("POST", url + "/v1/chat/completions", json=body) as r:
+        r.raise_for_status()
+        async for line in r.aiter_lines():
+            if line.startswith("data:") and '"content"' in line:
+                chunks[i] += 1
+
+
+async def _profiled(url: str, rows: int, steps: int) -> None:
+    """Start ``rows`` streams; once each has its first token, profile the next ``steps``
+    model steps; once the first stream has had ``steps`` more tokens, stop and cancel all."""
+    auth = {"Authorization": f"Bearer {ADMIN_KEY}"}  # an admin key does all a user key does
     async with httpx.AsyncClient(timeout=600, headers=auth) as http:
-        await client.probe(http)
-        specs = [
-            RequestSpec([{"role": "user", "content": words(prompt_words, 500 + i)}], tokens)
+        chunks = [0] * rows
+        tasks = [
+            asyncio.create_task(_stream(http, url, words(96, 500 + i), chunks, i))
             for i in range(rows)
         ]
-        results = await asyncio.gather(*(client.request(http, s, stream=True) for s in specs))
-    failed = [r.error for r in results if not r.ok]
-    if failed:
-        raise RuntimeError(f"requests failed: {failed[:2]}")
+        try:
+            while min(chunks) == 0:
+                await _alive(tasks)
+            r = await http.post(url + "/admin/profiling", json={"enabled": True, "steps": steps})
+            r.raise_for_status()
+            start = chunks[0]
+            while chunks[0] < start + steps:
+                await _alive(tasks)
+            r = await http.post(url + "/admin/profiling", json={"enabled": False})
+            r.raise_for_status()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _alive(tasks: list[asyncio.Task[None]]) -> None:
+    await asyncio.sleep(0.05)
+    for task in tasks:
+        if task.done() and task.exception() is not None:
+            raise RuntimeError(f"a stream failed: {task.exception()}")
 
 
 def profile(
-    model: Path, rows: int, threads: int, env: dict[str, str], steps: int = 150, tokens: int = 96
+    model: Path, rows: int, threads: int, env: dict[str, str], steps: int = 40
 ) -> dict[str, Any]:
-    """Profile the server's steps while ``rows`` streams of ``tokens`` tokens decode."""
+    """Profile ``steps`` of the server's steps once ``rows`` streams decode together."""
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(
             "profiled",
@@ -114,6 +149,8 @@ def profile(
                 "GENAI_INTRA_OP_THREADS": str(threads),
                 "GENAI_ADMIN_API_KEY": ADMIN_KEY,
                 "GENAI_PROFILE_DIR": tmp,
+                # plain decode steps: a verify run feeds one row several tokens
+                "GENAI_SPECULATIVE_TOKENS": "0",
                 **env,
             },
         )
@@ -121,21 +158,7 @@ def profile(
         try:
             if not server.wait_ready():
                 raise RuntimeError(f"the server did not start: {server.error}")
-            r = httpx.post(
-                server.url + "/admin/profiling",
-                json={"enabled": True, "steps": steps},
-                headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-                timeout=120,
-            )
-            r.raise_for_status()
-            time.sleep(1.0)  # the profiling session is made before the first request
-            asyncio.run(_streams(server.url, rows, 96, tokens))
-            httpx.post(
-                server.url + "/admin/profiling",
-                json={"enabled": False},
-                headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-                timeout=120,
-            )
+            asyncio.run(_profiled(server.url, rows, steps))
         finally:
             server.stop()
         files = sorted(Path(tmp).glob("*.json"), key=lambda p: p.stat().st_mtime)
@@ -144,7 +167,11 @@ def profile(
         events = [e for f in files for e in json.loads(f.read_text())]
     runs = decode_runs(events, rows)
     if not runs:
-        raise RuntimeError(f"no run fed one token to each of {rows} rows")
+        model_runs = sum(e.get("name") == "model_run" for e in events)
+        raise RuntimeError(
+            f"no run fed one token to each of {rows} rows ({model_runs} model runs in "
+            f"{len(files)} profile files)"
+        )
     return {"model": model.name, "rows": rows, "threads": threads, "env": env, **summary(runs)}
 
 
