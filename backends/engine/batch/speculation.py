@@ -138,7 +138,7 @@ class Speculation:
         token to feed (``tokens``, ``next_token``, ``state``, ``job``), ``room(seq)`` how many
         tokens a row may draft at most (its budget and the context's end). Asked every step:
         a row that does not draft costs a lookup."""
-        probe = bool(rows) and self.costs.probe_due()
+        due = probe = bool(rows) and self.costs.probe_due()
         out = []
         for seq in rows:
             drafter = seq.drafter or self.drafter(seq)
@@ -156,7 +156,7 @@ class Speculation:
                 draft = draft[: guide.validate(draft)]
             if draft:
                 out.append((seq, draft))
-        if out:
+        if out or due:  # a probe (or none of these rows would pay): the clock starts again
             self.costs.idle = 0
         return out
 

@@ -162,7 +162,16 @@ def test_a_cost_probe_keeps_the_verify_figures_fresh() -> None:
     assert probes == [(PROBE_STEPS, [(0, [5])]), (2 * PROBE_STEPS + 1, [(0, [5])])]
     free = Speculation(8, costs=timed(batched, slow_at_several_positions))
     missing = rows_at(free, 0.2)
+    asked: list[int] = []
+    could_pay = free._could_pay
+
+    def spy(drafter: Any, rows: int) -> bool:
+        asked.append(rows)
+        return could_pay(drafter, rows)
+
+    free._could_pay = spy  # type: ignore[method-assign]
     assert not any(free.drafts(missing, lambda seq: 99) for _ in range(2 * PROBE_STEPS + 2))
+    assert asked == [8] * 16  # each row asked once when a probe came due, not every step after
 
 
 def test_a_row_that_drafts_resets_the_probe_clock() -> None:
