@@ -193,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
         "decode, per operator, and the time between its runs (bench/probes/server_steps.py)",
     )
     st.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server")
+    st.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead: onnxruntime's per-operator profile of a bare decode step of max(--rows) "
+        "rows (bench/probes/prefill_profile.py)",
+    )
 
     ov = sub.add_parser("overlap", help="decode steps beside a prefill, by thread split")
     ov.add_argument("--threads", type=int, default=2)

@@ -192,6 +192,12 @@ def steps(args: argparse.Namespace) -> int:
         folders = [DEMO]
     else:  # a verify run reads every position's logits: the build speculation runs on
         folders = [ensure_models(args.shape)["int4-all-logits" if args.verify else "int4"]]
+    if args.profile:
+        from bench.probes.prefill_profile import decode_profile, table
+
+        result = decode_profile(folders[0], max(args.rows), args.threads)
+        print(table([result], [folders[0].name]))
+        return 0
     if args.server:
         from bench.probes.server_steps import profile as server_profile
         from bench.probes.server_steps import table as server_table

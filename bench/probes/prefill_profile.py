@@ -1,4 +1,5 @@
-"""``python -m bench prefill --profile FOLDER``: where a prefill's time goes, per operator.
+"""``python -m bench prefill --profile FOLDER``: where a prefill's time goes, per operator
+(and ``python -m bench steps --profile``: a decode step of several rows, the same way).
 
 onnxruntime's own profiler on a bare session of the decoder graph (the session options the
 server gives it), the whole prompt (the first ``--lengths``) in one run into an empty KV cache;
@@ -95,7 +96,9 @@ def summarize(events: list[dict[str, Any]], skip: int) -> dict[str, Any]:
     }
 
 
-def _session(folder: Path, length: int, threads: int, tmp: str) -> tuple[Any, Any, Any]:
+def _session(
+    folder: Path, length: int, threads: int, tmp: str, slots: int = 1
+) -> tuple[Any, Any, Any]:
     import onnxruntime as ort
 
     from backends.engine.batch.decoder import Decoder, read_spec, session_options
@@ -109,7 +112,8 @@ def _session(folder: Path, length: int, threads: int, tmp: str) -> tuple[Any, An
     path = str(model.path / model.config["model"]["decoder"]["filename"])
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     spec = read_spec(model, {i.name: i.type for i in session.get_inputs()})
-    return session, Decoder(spec, session, ort), KVCache(spec, 1, model.kv_capacity(length), ort)
+    kv = KVCache(spec, slots, model.kv_capacity(length), ort)
+    return session, Decoder(spec, session, ort), kv
 
 
 def profile(
@@ -134,6 +138,34 @@ def profile(
     return results
 
 
+def decode_profile(
+    folder: Path, rows: int, threads: int, history: int = 200, runs: int = 10, warm: int = 3
+) -> dict[str, Any]:
+    """The same profile for one decode step of ``rows`` rows, each holding ``history`` tokens
+    (``python -m bench steps --profile``): every row is prefilled first (not counted), then
+    ``warm`` and ``runs`` steps feed one token to each row."""
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        session, decoder, kv = _session(folder, history + warm + runs + 8, threads, tmp, rows)
+        ones = np.ones((1, history), dtype=np.int64)
+        for row in range(rows):
+            decoder.run(ones, ones, np.arange(history)[None], kv, (row, row + 1))
+        for i in range(warm + runs):
+            past = history + i
+            decoder.run(
+                np.ones((rows, 1), dtype=np.int64),
+                np.ones((rows, past + 1), dtype=np.int64),
+                np.full((rows, 1), past, dtype=np.int64),
+                kv,
+                (0, rows),
+            )
+        events = json.loads(Path(session.end_profiling()).read_text())
+    result = summarize(events, skip=rows + warm)
+    result.update(model=folder.name, rows=rows, history=history, threads=threads)
+    return result
+
+
 def table(results: list[dict[str, Any]], labels: list[str]) -> str:
     """One column per profile (e.g. before / after), rows by milliseconds in the first."""
     first = results[0]["ms"]
@@ -154,8 +186,13 @@ def table(results: list[dict[str, Any]], labels: list[str]) -> str:
             cells.append(f"{ms:.1f} ({ms / total:.0%}{more})")
         lines.append("| " + " | ".join(cells) + " |")
     r = results[0]
+    what = (
+        f"{r['length']}-token prefill"
+        if "length" in r
+        else f"decode step of {r['rows']} rows ({r['history']} tokens of history each)"
+    )
     lines.append(
-        f"\n{r['length']}-token prefill, {r['threads']} intra-op threads, median of {r['runs']} "
+        f"\n{what}, {r['threads']} intra-op threads, median of {r['runs']} "
         "profiled runs after warm-up; onnxruntime's profiler (its own overhead included)."
     )
     return "\n".join(lines) + "\n"
