@@ -7,13 +7,20 @@ exported (int4, accuracy level 4, every position's logits), with an int8 KV cach
 in the KV cache alone. ``--context`` trims the context (the rotary tables of 65,536 positions are
 8 MiB of the demo's 9).
 
+``corpus`` writes calibration text like the demo's traffic, as ``--kv-calibration`` takes it:
+chat and agent turns from the generators and seeds of its training (none from the held-out
+stream). Calibrated on the
+builder's own English passages instead, the int8 demo's logits moved four times as far.
+
 ``compare`` runs the demo's held-out check prompts (modelkit/demo/check.py: 200 chat turns and 12
 agent turns of about 2,000 to 17,000 tokens) greedily through og.Generator on the float folder,
 and feeds the same tokens to the int8 folder: an answer is identical when the int8 model's
 greedy pick equals the float one's at every step (then its own greedy answer is the same), and
 the logit difference is the mean of ``|int8 - float|`` over every logit of every step.
 
-    python -m modelkit.demo.kv_int8 build --out /tmp/demo-kv8 --float-out /tmp/demo-float
+    python -m modelkit.demo.kv_int8 corpus --out /tmp/demo-text.json
+    python -m modelkit.demo.kv_int8 build --out /tmp/demo-kv8 --float-out /tmp/demo-float \
+        --kv-calibration /tmp/demo-text.json
     python -m modelkit.demo.kv_int8 compare /tmp/demo-float /tmp/demo-kv8
     python -m modelkit.demo.kv_int8 build --context 4096 --out tests/models/demo-kv8
 """
@@ -32,12 +39,15 @@ import numpy as np
 from modelkit.builder import run_builder
 from modelkit.demo.agent_corpus import agent_corpus
 from modelkit.demo.check import LONG_CHECK_LINES
+from modelkit.demo.corpus import corpus as chat_corpus
 from modelkit.demo.template import renderer
 from modelkit.demo.train import HELD_OUT_SEED_OFFSET, held_out
 from modelkit.kv_quant import SCALES_FILE, calibrate, kv_options, share_buffers
 from modelkit.offline import quiet_threads
 
 DEMO_MODEL_DIR = Path(__file__).resolve().parents[2] / "models" / "demo-llama"
+TRAINING_SEED = 1  # the demo's build seed (training.json); agent turns are drawn from seed + 1
+AGENT_LINES = (4, 40)  # training.json's agent_lines
 DEMO_OPTIONS = ["int4_accuracy_level=4"]  # how models/demo-llama was exported
 ROOM = 96  # new tokens an answer is given, as the check gives them
 
@@ -66,6 +76,15 @@ def build(out: Path, float_out: Path | None, context: int, corpus: Path | None) 
     for folder in (out, float_out):
         if folder is not None:
             (folder / "chat_template.jinja").write_text(template)
+
+
+def calibration_text(out: Path, chats: int = 400, agents: int = 40) -> None:
+    """Turns drawn as the demo's training drew them, prompt and reply, as a JSON list."""
+    template = (DEMO_MODEL_DIR / "chat_template.jinja").read_text()
+    render = renderer(template)
+    pairs = chat_corpus(render, chats, TRAINING_SEED)
+    pairs += agent_corpus(render, agents, TRAINING_SEED + 1, AGENT_LINES)
+    out.write_text(json.dumps([prompt + reply for prompt, reply in pairs]))
 
 
 def prompts(template: str, seed: int, n: int, long: int) -> dict[str, list[str]]:
@@ -153,6 +172,8 @@ def main() -> None:
     b.add_argument("--float-out", type=Path, help="also the same export with a float KV cache")
     b.add_argument("--context", type=int, default=0, help="trim the context to this many tokens")
     b.add_argument("--kv-calibration", type=Path, help="calibration text (modelkit/kv_quant.py)")
+    t = sub.add_parser("corpus", help="calibration text like the demo's traffic")
+    t.add_argument("--out", type=Path, required=True)
     c = sub.add_parser("compare", help="the held-out prompts, float KV against int8 KV")
     c.add_argument("float_dir", type=Path)
     c.add_argument("int8_dir", type=Path)
@@ -163,6 +184,8 @@ def main() -> None:
     quiet_threads()
     if args.command == "build":
         build(args.out, args.float_out, args.context, args.kv_calibration)
+    elif args.command == "corpus":
+        calibration_text(args.out)
     else:
         report = compare(args.float_dir, args.int8_dir, args.seed, args.n, args.long)
         print(json.dumps(report, indent=1))
