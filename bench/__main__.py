@@ -210,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     pf.add_argument("--lengths", type=_ints, help="prompt tokens (default 128,512,2048)")
     pf.add_argument("--rounds", type=int, help="rounds, every arm once per length (default 3)")
     pf.add_argument("--threads", type=int, help="intra-op threads, every arm (default: all)")
+    pf.add_argument(
+        "--no-warm-up",
+        action="store_true",
+        help="no unrecorded first round (list a short length first to warm the arms instead: "
+        "an 8k-token prompt at 1B takes minutes an arm on 2 cores)",
+    )
     pf.add_argument("--model", type=Path, help="another folder of the same weights (a variant)")
     pf.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server")
     pf.add_argument("--no-llama", action="store_true", help="skip llama-server and llama-bench")

@@ -239,6 +239,7 @@ def prefill(args: argparse.Namespace) -> int:
         cfg.llama_quant = args.llama_quant
     cfg.server = not args.no_server
     cfg.cpu_time = args.cpu_time
+    cfg.warm_up = not args.no_warm_up
     for text in args.session:
         name, folder, options = parse_session(text)
         cfg.sessions[name] = (folder, options)

@@ -9,7 +9,8 @@ spreads over all of them):
 - ``onnxruntime session``: a bare ``onnxruntime.InferenceSession`` on the same graph, with
   the session options the server gives it (:mod:`backends.engine.batch.decoder`), the whole
   prompt in one run into an empty KV cache: the graph's own prefill time;
-- ``llama-server``: llama.cpp's C++ server on the Q4_0 GGUF of the same weights, one slot,
+- ``llama-server``: llama.cpp's C++ server on a GGUF of the same weights (``--llama-quant``,
+  Q4_0 unless told), one slot,
   its defaults, the prompt as token ids: the client's TTFT over HTTP, and its own ``timings``;
 - ``llama-bench``: ``llama-bench -p N -n 0 -r 1`` on the same GGUF, where it was built.
 
@@ -69,6 +70,9 @@ class PrefillConfig:
     sessions: dict[str, tuple[Path, dict[str, str]]] = field(default_factory=dict)
     server: bool = True
     cpu_time: bool = False  # also the session arms' CPU seconds (steadier on a busy machine)
+    # an unrecorded first round of every length; off, list a short length first instead (an
+    # 8k-token prompt at 1B takes minutes an arm on 2 cores)
+    warm_up: bool = True
     smoke: bool = False
     out: Path | None = None
 
@@ -310,7 +314,8 @@ class Prefill:
     def measure(self) -> dict[str, dict[int, list[float]]]:
         """Seconds per prompt: arm -> length -> one figure per round."""
         samples: dict[str, dict[int, list[float]]] = {}
-        for warm in (True, *([False] * self.cfg.rounds)):
+        warm_up = (True,) if self.cfg.warm_up else ()
+        for warm in (*warm_up, *([False] * self.cfg.rounds)):
             for n in self.cfg.lengths:
                 order = list(self.arms)
                 self.rng.shuffle(order)
@@ -337,6 +342,7 @@ class Prefill:
             "config": {
                 "lengths": self.cfg.lengths,
                 "rounds": self.cfg.rounds,
+                "warm_up": self.cfg.warm_up,
                 "threads": self.threads,
                 "model": self.folder.name,
                 "shape": self.cfg.shape,
@@ -378,7 +384,9 @@ def table(results: dict[str, Any]) -> str:
     load = ", ".join(f"{x:.1f}" for x in meta["load_before"][:1] + meta["load_after"][:1])
     lines += [
         "",
-        f"Prompt tokens/s, median (range) over {results['config']['rounds']} rounds; "
+        f"Prompt tokens/s, median (range) over {results['config']['rounds']} rounds"
+        + ("" if results["config"].get("warm_up", True) else " (no warm-up round)")
+        + "; "
         f"{results['config']['threads']} threads every arm; model {results['config']['model']}"
         + (f" of {shape}" if (shape := results["config"].get("shape")) else "")
         + (f"; llama.cpp on {q}" if (q := results["config"].get("llama_quant")) else "")
