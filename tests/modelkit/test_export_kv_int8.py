@@ -11,9 +11,11 @@ import shutil
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
 import pytest
 
 import modelkit.export as export
+from modelkit.kv_calibration import _widen_empty_pasts
 from modelkit.kv_quant import CALIBRATION, SCALES_FILE
 from tests.modelkit.test_export import HF_FOLDER, run
 
@@ -112,3 +114,14 @@ def test_bad_kv_options(
         code, err = int(exc.code or 0), capsys.readouterr().err
     assert code == 2 and needle in err
     assert not steps
+
+
+def test_the_calibration_reads_a_zero_past_as_long_as_the_sequence() -> None:
+    # onnxruntime refuses an empty past on a sliding-window layer; the mask still says 0.
+    ids = np.zeros((1, 5), np.int64)
+    empty = np.zeros((1, 2, 0, 16), np.float16)
+    feeds = {"input_ids": ids, "attention_mask": np.ones((1, 5)), "past_key_values.0.key": empty}
+    widened = _widen_empty_pasts(feeds)
+    past = widened["past_key_values.0.key"]
+    assert past.shape == (1, 2, 5, 16) and past.dtype == np.float16 and not past.any()
+    assert widened["input_ids"] is ids and feeds["past_key_values.0.key"] is empty
