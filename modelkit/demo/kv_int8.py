@@ -18,10 +18,10 @@ and feeds the same tokens to the int8 folder: an answer is identical when the in
 greedy pick equals the float one's at every step (then its own greedy answer is the same), and
 the logit difference is the mean of ``|int8 - float|`` over every logit of every step.
 
-    python -m modelkit.demo.kv_int8 corpus --out /tmp/demo-text.json
-    python -m modelkit.demo.kv_int8 build --out /tmp/demo-kv8 --float-out /tmp/demo-float \
-        --kv-calibration /tmp/demo-text.json
-    python -m modelkit.demo.kv_int8 compare /tmp/demo-float /tmp/demo-kv8
+    python -m modelkit.demo.kv_int8 corpus --out demo-text.json
+    python -m modelkit.demo.kv_int8 build --out demo-kv8 --float-out demo-float \
+        --kv-calibration demo-text.json
+    python -m modelkit.demo.kv_int8 compare demo-float demo-kv8
     python -m modelkit.demo.kv_int8 build --context 4096 --out tests/models/demo-kv8
 """
 
