@@ -4,7 +4,6 @@ replace the prior constants, and probes keep them fresh. No model."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from backends.engine.batch.speculation_policy import (
     prior_step,
     prior_verify,
 )
-from backends.types import GenerationParams
+from tests.backends.engine.batch.test_ngram import _Seq
 
 pytestmark = pytest.mark.unit
 
@@ -122,27 +121,6 @@ def test_timed_runs_replace_the_constants() -> None:
     assert T1 / 2 < costs.step(1) < T1 and T1 / 2 < costs.verify(1) < 2 * T1 * 0.75
     # V(4) follows V(1): the shape q(4) = 2.5 stays the kernel's
     assert costs.verify(4) == pytest.approx(costs.verify(1) * 2.5)
-
-
-@dataclass
-class _State:
-    generated: int = 0
-    guide: Any = None
-
-
-@dataclass
-class _Job:
-    id: str = "job"
-    params: GenerationParams = field(default_factory=lambda: GenerationParams(max_new_tokens=99))
-
-
-@dataclass
-class _Seq:
-    tokens: list[int]
-    next_token: int
-    state: _State = field(default_factory=_State)
-    drafter: Any = None
-    job: _Job = field(default_factory=_Job)
 
 
 def rows_at(spec: Speculation, p: float, count: int = 8) -> list[_Seq]:
