@@ -32,6 +32,9 @@ def auto_config() -> ServiceConfig:
             scheduler="batch",
             prefill_overlap="auto",
             cache_sequences=0,
+            # no verify runs: a row's 1 + k tokens would read as a prompt chunk here (where
+            # speculation pays on the measured costs, the demo's repeating prompts draft)
+            speculative_tokens=0,
         ),
         Limits(),
     )

@@ -35,6 +35,9 @@ def budget_config(step_tokens: int, prefill_chunk: int = 256) -> ServiceConfig:
             step_tokens=step_tokens,
             prefill_overlap=False,  # the budget applies to prefills that step with the decode
             cache_sequences=0,
+            # no verify runs: a row's 1 + k tokens would read as a prompt chunk here (where
+            # speculation pays on the measured costs, the demo's repeating prompts draft)
+            speculative_tokens=0,
         ),
         Limits(),
     )
