@@ -149,8 +149,10 @@ def profile(
                 "GENAI_INTRA_OP_THREADS": str(threads),
                 "GENAI_ADMIN_API_KEY": ADMIN_KEY,
                 "GENAI_PROFILE_DIR": tmp,
-                # plain decode steps: a verify run feeds one row several tokens
+                # plain decode steps: a verify run feeds one row several tokens, and with
+                # the overlapped prefill a decode run may go to its second session
                 "GENAI_SPECULATIVE_TOKENS": "0",
+                "GENAI_PREFILL_OVERLAP": "0",
                 **env,
             },
         )
