@@ -51,6 +51,16 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def refused(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """The exit code and stderr of an export the options refuse (argparse's own usage
+    errors exit by SystemExit)."""
+    try:
+        code, _, err = run(capsys, *args)
+    except SystemExit as exc:
+        code, err = int(exc.code or 0), capsys.readouterr().err
+    return code, err
+
+
 def test_missing_build_packages_say_what_to_install(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,10 +214,7 @@ def test_options_map_to_the_builder(
 def test_bad_options(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_builder, args, needle
 ) -> None:
-    try:
-        code, _, err = run(capsys, str(HF_FOLDER), "--out", str(tmp_path / "o"), *args)
-    except SystemExit as exc:  # argparse's own usage errors
-        code, err = int(exc.code or 0), capsys.readouterr().err
+    code, err = refused(capsys, str(HF_FOLDER), "--out", str(tmp_path / "o"), *args)
     assert code == 2 and needle in err
     assert not fake_builder
 

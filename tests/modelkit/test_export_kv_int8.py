@@ -17,7 +17,7 @@ import pytest
 import modelkit.export as export
 from modelkit.kv_calibration import _widen_empty_pasts
 from modelkit.kv_quant import CALIBRATION, SCALES_FILE
-from tests.modelkit.test_export import HF_FOLDER, run
+from tests.modelkit.test_export import HF_FOLDER, refused, run
 
 pytestmark = pytest.mark.unit
 
@@ -108,10 +108,7 @@ def test_a_float_export_builds_once(
 def test_bad_kv_options(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], steps: list[list[str]], args, needle
 ) -> None:
-    try:
-        code, _, err = run(capsys, str(HF_FOLDER), "--out", str(tmp_path / "o"), *args)
-    except SystemExit as exc:  # argparse's own usage errors
-        code, err = int(exc.code or 0), capsys.readouterr().err
+    code, err = refused(capsys, str(HF_FOLDER), "--out", str(tmp_path / "o"), *args)
     assert code == 2 and needle in err
     assert not steps
 

@@ -73,28 +73,35 @@ def cgroup_limit(root: Path = CGROUP_ROOT, listing: Path = PROC_CGROUP) -> int |
     return min(limits) if limits else None
 
 
-def meminfo(field: str, path: Path = MEMINFO) -> int | None:
-    """A ``/proc/meminfo`` field in bytes (``MemTotal``, ``MemAvailable``)."""
+def meminfo_fields(path: Path = MEMINFO) -> dict[str, int]:
+    """``/proc/meminfo``'s fields in bytes (``MemTotal``, ``MemAvailable``, ...)."""
+    fields = {}
     try:
         for line in path.read_text().splitlines():
             name, _, value = line.partition(":")
-            if name == field:
-                return int(value.split()[0]) * 1024
-    except (OSError, ValueError, IndexError):
+            if value.split()[1:] == ["kB"] and value.split()[0].isdigit():
+                fields[name] = int(value.split()[0]) * 1024
+    except OSError:
         pass
-    return None
+    return fields
+
+
+def meminfo(field: str, path: Path = MEMINFO) -> int | None:
+    """One ``/proc/meminfo`` field in bytes."""
+    return meminfo_fields(path).get(field)
 
 
 def usable_memory() -> Memory:
     """The memory this process may use, and what is available of it now."""
-    ram = meminfo("MemTotal")
+    info = meminfo_fields()
+    ram = info.get("MemTotal")
     if ram is None:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     limit, source = ram, "RAM"
     cgroup = cgroup_limit()
     if cgroup is not None and cgroup < ram:
         limit, source = cgroup, "cgroup"
-    available = meminfo("MemAvailable")
+    available = info.get("MemAvailable")
     return Memory(limit, min(limit, available if available is not None else limit), source)
 
 

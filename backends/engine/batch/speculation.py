@@ -185,10 +185,11 @@ class Speculation:
 
     def ended(self, seq: Any) -> None:
         """The sequence ended: count what its drafts gave on its job (its usage), and log it."""
-        drafter = seq.drafter
-        if drafter is not None and drafter.counts()[2]:
+        if seq.drafter is None:
+            return
+        drafted, accepted, runs = seq.drafter.counts()
+        if runs:
             job = seq.job
-            drafted, accepted, runs = drafter.counts()
             job.drafted_tokens, job.accepted_tokens, job.verify_runs = drafted, accepted, runs
             log.info(
                 "speculation: %s drafted %d tokens, accepted %d, in %d verify runs",

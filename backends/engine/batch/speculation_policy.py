@@ -146,15 +146,21 @@ class Costs:
 
     def _unit(self) -> float:
         """A one-row step's time, from the nearest row count timed (1.0 before any)."""
-        timed = [b for b, a in self.steps.items() if a.value is not None]
-        if not timed:
+        nearest = self._nearest(1)
+        if nearest is None:
             if self.scale.value is not None:
                 return self.scale.value / prior_verify(1)
             return 1.0
-        near = min(timed, key=lambda b: (abs(b - 1), b))
-        value = self.steps[near].value
-        assert value is not None
+        near, value = nearest
         return value / prior_step(near)
+
+    def _nearest(self, rows: int) -> tuple[int, float] | None:
+        """The timed row count nearest ``rows`` (the fewer of two as near) and its time."""
+        timed = {b: a.value for b, a in self.steps.items() if a.value is not None}
+        if not timed:
+            return None
+        near = min(timed, key=lambda b: (abs(b - rows), b))
+        return near, timed[near]
 
     def step(self, rows: int) -> float:
         """A batched decode step of ``rows`` rows: timed, else scaled from the nearest row
@@ -163,11 +169,9 @@ class Costs:
             return 0.0
         cached = self._step.get(rows)
         if cached is None:
-            timed = [b for b, a in self.steps.items() if a.value is not None]
-            if timed:
-                near = min(timed, key=lambda b: (abs(b - rows), b))
-                value = self.steps[near].value
-                assert value is not None
+            nearest = self._nearest(rows)
+            if nearest is not None:
+                near, value = nearest
                 cached = value * prior_step(rows) / prior_step(near)
             else:
                 cached = self._unit() * prior_step(rows)
