@@ -87,7 +87,9 @@ def test_a_hub_id_offline_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch,
     packages_present: None,
 ) -> None:
-    pytest.importorskip("huggingface_hub")
+    # huggingface_hub reads HF_HUB_OFFLINE once, when its constants are first imported:
+    # import them before the variable is set, or every later test in this process is offline
+    pytest.importorskip("huggingface_hub.constants")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
     code, _, err = run(capsys, "Qwen/Qwen2.5-0.5B-Instruct", "--out", str(tmp_path / "out"))
