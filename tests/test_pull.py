@@ -14,7 +14,8 @@ import pytest
 
 from backends.config import ModelConfig
 from backends.errors import StartupError
-from backends.models.hub import HubRef, NotCached, fetch, plan_files, resolve
+from backends.models.hub import HubRef, NotCached, fetch, resolve
+from backends.models.hub_plan import plan_files
 from bench.harness.paths import ROOT
 from bench.harness.server import clean_env, live_server
 from config.models_file import read_models_file

@@ -22,7 +22,8 @@ from backends.models.infer_config import (
 )
 from backends.models.inferred_folder import write_inferred_folder
 from backends.models.onnx_graph import GraphReadError, read_graph_io
-from backends.models.package import is_model_package, package_folder
+from backends.models.package import package_folder
+from backends.models.package_manifest import is_model_package
 from backends.models.sampling import SamplingDefaults, search_defaults
 from backends.models.variants import (
     choose,

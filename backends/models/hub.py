@@ -6,40 +6,32 @@
 logic that picks a variant in a hub-layout folder on disk (:mod:`backends.models.variants`):
 
 1. the repo's file listing and every ``genai_config.json`` in it (a few KiB): the variant
-   folders' configs say which execution provider each was made for;
+   folders' configs say which execution provider each was made for
+   (:mod:`backends.models.hub_plan`);
 2. the chosen variant's files only (``snapshot_download(allow_patterns=...)``);
 3. what step 2 fetched, checked against the hub's checksums (sha256 for LFS files, the git
    blob id for the others): huggingface_hub 2.4 checks sizes only. A file that does not match
-   is removed from the cache, so that the next pull fetches it again.
+   is removed from the cache, so that the next pull fetches it again
+   (:mod:`backends.models.hub_listing`).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from fnmatch import fnmatchcase
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from backends.config import HUB_SCHEME, ModelConfig, ServiceConfig, hub_source
 from backends.errors import StartupError
-from backends.models.variants import (
-    MAX_DEPTH,
-    PIN_SETTING,
-    choose,
-    file_candidate,
-    folder_candidate,
-)
+from backends.models.hub_listing import Listed, cache_dir, cached_tree, matching, present, verify
+from backends.models.hub_plan import CONFIG_PATTERNS, Plan, plan_files
 
 log = logging.getLogger("genai.hub")
-
-CONFIG_PATTERNS = ("genai_config.json", "*/genai_config.json")
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -65,16 +57,6 @@ class HubRef:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """What to fetch of a repo and what to serve of it."""
-
-    patterns: tuple[str, ...]  # snapshot_download's allow_patterns
-    serve: str  # the folder to serve, relative to the snapshot ("" for its top)
-    variant: str | None  # the ONNX file to pin in an export without genai_config.json
-    why: str
-
-
-@dataclass(frozen=True)
 class Pulled:
     path: Path  # the folder to serve
     plan: Plan
@@ -83,59 +65,6 @@ class Pulled:
 
 class NotCached(StartupError):
     """The repo, or the variant's files, are not all in the hub's cache."""
-
-
-def plan_files(root: Path, files: Iterable[str], provider: str, pin: str | None, name: str) -> Plan:
-    """The files of the repo whose listing is ``files`` to fetch for ``provider``: a GenAI
-    folder whole; in a repo of variant folders, the one :func:`variants.choose` picks (their
-    ``genai_config.json`` files must already be under ``root``); in an ONNX export without
-    one, the chosen ONNX file (and its external data) with the Hugging Face files, none of the
-    other ONNX files."""
-    listing = sorted(set(files))
-    if "genai_config.json" in listing:
-        if pin:
-            log.warning("%s=%s ignored: %s has a genai_config.json", PIN_SETTING, pin, name)
-        return Plan(("*",), "", None, "a GenAI model folder")
-    folders = [
-        PurePosixPath(f).parent.as_posix()
-        for f in listing
-        if PurePosixPath(f).name == "genai_config.json"
-        and len(PurePosixPath(f).parts) <= MAX_DEPTH + 1
-    ]
-    if folders:
-        candidates = [folder_candidate(root, root / f) for f in folders]
-        chosen, why = choose(candidates, provider, pin, Path(name), "variants")
-        return Plan((f"{chosen.rel}/*",), chosen.rel, None, f"variant {chosen.rel} ({why})")
-    onnx = [
-        f
-        for f in listing
-        if f.endswith(".onnx") and PurePosixPath(f).parent.as_posix() in (".", "onnx")
-    ]
-    if onnx:
-        candidates = [file_candidate(root, root / f) for f in onnx]
-        best, why = choose(candidates, provider, pin, Path(name), "ONNX files")
-        others = [c.rel for c in candidates if c is not best]
-        wanted = [f for f in listing if f.startswith(best.rel) or not _of_any(f, others)]
-        return Plan(tuple(wanted), "", best.rel, f"{best.rel} ({why})")
-    shown = ", ".join(listing[:8]) + (", ..." if len(listing) > 8 else "")
-    raise StartupError(
-        f"{name} holds no genai_config.json, no variant folder with one and no ONNX model "
-        f"(*.onnx or onnx/*.onnx); its files: {shown or 'none'}."
-    )
-
-
-def _of_any(file: str, models: Sequence[str]) -> bool:
-    """Whether ``file`` is one of ``models`` or its external data (model.onnx_data, .data)."""
-    return any(file.startswith(m) for m in models)
-
-
-def _cache_dir() -> str | None:
-    """The hub cache the environment names now (huggingface_hub reads it once, at import)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return os.environ["HF_HUB_CACHE"]
-    if os.environ.get("HF_HOME"):
-        return os.path.join(os.environ["HF_HOME"], "hub")
-    return None
 
 
 def offline() -> bool:
@@ -155,79 +84,11 @@ def _snapshot(
         ref.repo,
         revision=revision,
         allow_patterns=list(patterns),
-        cache_dir=_cache_dir(),
+        cache_dir=cache_dir(),
         endpoint=os.environ.get("HF_ENDPOINT") or None,
         local_files_only=local_only,
     )
     return Path(folder)
-
-
-@dataclass(frozen=True)
-class Listed:
-    """A file of the hub's listing of a commit, as the cache keeps it."""
-
-    size: int
-    blob_id: str  # its git blob: for an LFS file, the pointer's, not the content's
-    sha256: str | None  # an LFS file's content hash; None for a file kept in git itself
-
-
-def _tree(ref: HubRef, commit: str) -> dict[str, Listed]:
-    """The cached listing of ``commit``, LFS hashes included. (huggingface_hub 2.4's public
-    ``get_cached_repo_tree`` drops them, and an LFS file's blob id names its pointer: checked
-    against it, every weight file would fail.)"""
-    from huggingface_hub import constants
-    from huggingface_hub._tree_cache import read_tree_cache
-    from huggingface_hub.errors import CachedRepoTreeNotFoundError
-    from huggingface_hub.file_download import repo_folder_name
-
-    cache = _cache_dir() or constants.HF_HUB_CACHE
-    folder = Path(cache, repo_folder_name(repo_id=ref.repo, repo_type="model"))
-    entries = read_tree_cache(str(folder), commit)
-    if entries is None:
-        raise CachedRepoTreeNotFoundError(f"no cached listing of {ref.repo} at {commit}")
-    return {path: Listed(e.size, e.blob_id, e.lfs_sha256) for path, e in entries.items()}
-
-
-def _present(root: Path, tree: dict[str, Listed]) -> set[str]:
-    return {path for path in tree if (root / path).is_file()}
-
-
-def git_blob_id(path: Path) -> str:
-    """The git object id of a file's content, which the hub lists for a non-LFS file."""
-    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
-    return _digest(path, digest)
-
-
-def sha256(path: Path) -> str:
-    return _digest(path, hashlib.sha256())
-
-
-def _digest(path: Path, digest: Any) -> str:
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return str(digest.hexdigest())
-
-
-def verify(root: Path, tree: dict[str, Listed], files: Iterable[str]) -> None:
-    """Check ``files`` of the snapshot ``root`` against the hub's listing; a file that does not
-    match is removed from the cache (its blob and link) and named in a StartupError."""
-    bad: list[str] = []
-    for name in sorted(files):
-        entry, link = tree[name], root / name
-        if entry.sha256 is not None:
-            expected, actual = entry.sha256, sha256(link)
-        else:
-            expected, actual = entry.blob_id, git_blob_id(link)
-        if actual != expected:
-            bad.append(f"{name} (expected {expected[:12]}…, got {actual[:12]}…)")
-            link.resolve().unlink(missing_ok=True)
-            link.unlink(missing_ok=True)
-    if bad:
-        raise StartupError(
-            f"checksum mismatch, the downloaded copy was removed: {'; '.join(bad)}. "
-            "Pull again; if it fails again, the hub or a proxy serves corrupt data."
-        )
 
 
 def _hub_error(ref: HubRef, exc: Exception) -> StartupError:
@@ -286,10 +147,10 @@ def fetch(
     name = str(ref)
     try:
         root = _snapshot(ref, CONFIG_PATTERNS, local_only=local_only)
-        tree = _tree(ref, root.name)
+        tree = cached_tree(ref.repo, root.name)
         plan = plan_files(root, tree, provider, ref.variant, name)
-        before = _present(root, tree)
-        wanted = _matching(tree, plan.patterns)
+        before = present(root, tree)
+        wanted = matching(tree, plan.patterns)
         if local_only and not wanted <= before:
             raise _not_cached(ref, sorted(wanted - before))
         if not local_only:
@@ -303,7 +164,7 @@ def fetch(
         raise _not_cached(ref, []) from None
     except (HfHubHTTPError, OSError, ValueError) as exc:
         raise _hub_error(ref, exc) from None
-    fetched = sorted((_present(root, tree) & wanted) - before)
+    fetched = sorted((present(root, tree) & wanted) - before)
     verify(root, tree, fetched)
     return Pulled(root / plan.serve if plan.serve else root, plan, tuple(fetched))
 
@@ -354,16 +215,11 @@ def _download_each(
             ref.repo,
             path,
             revision=commit,
-            cache_dir=_cache_dir(),
+            cache_dir=cache_dir(),
             endpoint=os.environ.get("HF_ENDPOINT") or None,
             tqdm_class=_counting_bar(report, progress),
         )
         progress(replace(report, completed=report.total))
-
-
-def _matching(tree: dict[str, Listed], patterns: Sequence[str]) -> set[str]:
-    # huggingface_hub's own matching of allow_patterns: fnmatch, case-sensitive
-    return {path for path in tree if any(fnmatchcase(path, p) for p in patterns)}
 
 
 def _cached(repo: str) -> Any | None:
@@ -372,7 +228,7 @@ def _cached(repo: str) -> Any | None:
     from huggingface_hub.errors import CacheNotFound
 
     try:
-        scan = scan_cache_dir(_cache_dir())
+        scan = scan_cache_dir(cache_dir())
     except CacheNotFound:
         return None
     return next((r for r in scan.repos if r.repo_id == repo and r.repo_type == "model"), None)
@@ -392,7 +248,7 @@ def remove(repo: str) -> bool:
     found = _cached(repo)
     if found is None:
         return False
-    scan = scan_cache_dir(_cache_dir())
+    scan = scan_cache_dir(cache_dir())
     scan.delete_revisions(*(r.commit_hash for r in found.revisions)).execute()
     log.info("%s%s removed from the Hugging Face cache", HUB_SCHEME, repo)
     return True

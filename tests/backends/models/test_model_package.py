@@ -22,15 +22,9 @@ from backends.core.request import ChatPrompt, GenerationRequest
 from backends.core.service import InferenceService
 from backends.errors import StartupError
 from backends.models.folder import inspect_model_folder
-from backends.models.package import (
-    EpTarget,
-    Package,
-    Variant,
-    is_model_package,
-    lay_out,
-    read_package,
-    select_variant,
-)
+from backends.models.package import lay_out
+from backends.models.package_manifest import Package, Variant, is_model_package, read_package
+from backends.models.package_select import EpTarget, select_variant
 from backends.types import SamplingParams
 from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.conftest import DirectGenerator, assert_error, make_client, wait_ready
