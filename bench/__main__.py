@@ -61,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         "drafts, so its arms run without speculation)",
     )
     r.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help='[LABEL:]NAME=VALUE[,NAME=VALUE...]: one more arm of ours ("ours LABEL"), the '
+        "default server with these settings, e.g. bs128:GENAI_MODEL_DIR=<another build>; "
+        "repeat for more",
+    )
+    r.add_argument(
         "--only-llama-server",
         action="store_true",
         help="of the peers, llama-server only: no transformers, no llama-cpp-python build",

@@ -16,7 +16,7 @@ from bench.harness.paths import ROOT
 
 def run(args: argparse.Namespace) -> int:
     from bench.benchmarks.run import run as run_benchmark
-    from bench.benchmarks.run_config import RunConfig
+    from bench.benchmarks.run_config import RunConfig, variant_arm
 
     cfg = RunConfig.smoke_config() if args.smoke else RunConfig(shape=args.shape)
     for name in ("reps", "prompt_tokens", "new_tokens", "concurrency", "rates", "histories"):
@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.llama_quant is not None:
         cfg.llama_quants = args.llama_quant
     cfg.speculation_arms = args.speculation
+    cfg.variants = dict(variant_arm(spec) for spec in args.variant)
     cfg.inprocess_peers = not args.only_llama_server
     cfg.settings_sweep = cfg.settings_sweep and not args.no_sweep
     cfg.protocol = args.protocol

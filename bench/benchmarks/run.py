@@ -209,7 +209,7 @@ class Bench:
             name = f"scheduler={strategy}"
             if name in self.clients:
                 arms[f"server stream {name}"] = lambda k=name: self._server_once(k, True)
-        for name in (SPEC_OFF, SPEC_ON):
+        for name in (SPEC_OFF, SPEC_ON, *cfg.variants):
             if name in self.clients:
                 arms[f"server stream {name}"] = lambda k=name: self._server_once(k, True)
         for name in self.llama_arms:
@@ -274,7 +274,7 @@ class Bench:
         names = [f"scheduler={s}" for s in cfg.strategies if f"scheduler={s}" in self.clients]
         if not names and "default" in self.clients:
             names = ["default"]
-        names += [n for n in (SPEC_OFF, SPEC_ON) if n in self.clients]
+        names += [n for n in (SPEC_OFF, SPEC_ON, *cfg.variants) if n in self.clients]
         names += self.llama_arms
         slo = SLO(cfg.slo_ttft, cfg.slo_tpot)
         out: dict[str, Any] = {n: {"concurrency": [], "poisson": []} for n in names}

@@ -36,6 +36,9 @@ class RunConfig:
     # two more variants of ours on the build with every position's logits (the one n-gram
     # speculation can verify on): GENAI_SPECULATIVE_TOKENS=0 and the server's default
     speculation_arms: bool = False
+    # more arms of ours, by name ("ours bs128"): the default server's settings with these
+    # over them (``--variant bs128:GENAI_MODEL_DIR=...``), e.g. another build of the weights
+    variants: dict[str, dict[str, str]] = field(default_factory=dict)
     inprocess_peers: bool = True  # transformers and llama-cpp-python (built on demand)
     threads: int = 0  # intra-op threads of every arm; 0: every CPU this process may use
     server_env: dict[str, str] = field(default_factory=dict)  # more settings, every server
@@ -73,6 +76,15 @@ LLAMA_SERVER = "llama-server"  # its availability (the build), and every arm's n
 LLAMA_SERVER_ARM = "llama-server Q4_0"  # the Q4_0 arm (llama_server.arm_name("Q4_0"))
 # Our arms with speculation off and on (RunConfig.speculation_arms)
 SPEC_OFF, SPEC_ON = "speculation=off", "speculation=on"
+VARIANT = "ours "  # the start of a RunConfig.variants arm's name
+
+
+def variant_arm(spec: str) -> tuple[str, dict[str, str]]:
+    """``--variant`` ``[LABEL:]NAME=VALUE[,NAME=VALUE...]``: the arm's name ("ours LABEL",
+    else "ours" and the settings themselves) and its settings."""
+    label, _, rest = spec.partition(":") if ":" in spec.split("=", 1)[0] else ("", "", spec)
+    env = dict(item.split("=", 1) for item in rest.split(","))
+    return VARIANT + (label or rest), env
 
 
 def log(msg: str) -> None:

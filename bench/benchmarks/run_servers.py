@@ -50,6 +50,8 @@ def start_servers(
         every = {**wanted["default"], "GENAI_MODEL_DIR": str(models["int4-all-logits"])}
         wanted[SPEC_OFF] = {**every, "GENAI_SPECULATIVE_TOKENS": "0"}
         wanted[SPEC_ON] = every
+    for name, env in cfg.variants.items():
+        wanted[name] = {**wanted["default"], **env}
     if cfg.settings_sweep:
         wanted["threads=1"] = {"GENAI_MODEL_DIR": model, "GENAI_INTRA_OP_THREADS": "1"}
         spin0 = session_variant(models["int4"], "spin0", {"session.intra_op.allow_spinning": "0"})

@@ -13,6 +13,7 @@ TARGETS = {
 
 BATCH, GENERATOR, LLAMA = "scheduler=batch", "scheduler=generator", "llama-server"
 LLAMA_ARM = "llama-server Q4_0"
+VARIANT = "ours "  # a --variant arm's name starts so (bench/benchmarks/run_config.py VARIANT)
 # our arms against llama-server's, in the peer table: the batch scheduler on the export (else
 # the default server, where no scheduler was asked for), and speculation off and on on the
 # build with every position's logits (bench/benchmarks/run_config.py SPEC_OFF, SPEC_ON)
@@ -128,12 +129,13 @@ def _stream_arm(name: str) -> str:
 
 def peer_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Ours ÷ llama-server for every pair of our arm (``OUR_PEER_ARMS`` that ran, the default
-    server in place of ``batch`` where that did not) and llama-server arm: single-stream
-    decode tokens/s and TTFT, and the aggregate output tokens/s at each level in flight. A
-    ratio is "n/a: why" where a side is missing."""
+    server in place of ``batch`` where that did not, and every ``--variant``) and llama-server
+    arm: single-stream decode tokens/s and TTFT, and the aggregate output tokens/s at each
+    level in flight. A ratio is "n/a: why" where a side is missing."""
     load = results.get("load", {})
     first = BATCH if BATCH in load else "default"
     ours = [n for n in (first, *OUR_PEER_ARMS[1:]) if n in load]
+    ours += [n for n in load if n.startswith(VARIANT)]
     levels = sorted({r["concurrency"] for n in ours for r in load[n].get("concurrency", [])})
     rows = []
     for mine in ours:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main
+from bench.benchmarks.run_config import variant_arm
 from bench.commands import COMMANDS
 from bench.harness.model_cache import BENCH_SHAPES, BUILD_PLANS, build_command
 from bench.peers.llama_server import QUANTS, arm_name, gguf_name, quant_arms
@@ -78,6 +79,31 @@ def test_the_command_line_takes_the_shape_the_arms_and_speculation(
     assert seen["agents"].llama_quant is None  # the config's default, Q4_0
     with pytest.raises(SystemExit):
         main(["run", "--llama-quant", "Q8_0"])
+
+
+def test_a_variant_arm_is_named_by_its_label_else_by_its_settings() -> None:
+    assert variant_arm("bs128:GENAI_MODEL_DIR=/m/bs128,GENAI_STEP_TOKENS=0") == (
+        "ours bs128",
+        {"GENAI_MODEL_DIR": "/m/bs128", "GENAI_STEP_TOKENS": "0"},
+    )
+    assert variant_arm("GENAI_MODEL_DIR=/m/a:b") == (
+        "ours GENAI_MODEL_DIR=/m/a:b",
+        {"GENAI_MODEL_DIR": "/m/a:b"},
+    )
+
+
+def test_variant_arms_reach_the_config_and_the_peer_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, argparse.Namespace] = {}
+    monkeypatch.setitem(COMMANDS, "run", lambda args: seen.setdefault("run", args) and 0)
+    main(["run", "--variant", "bs128:GENAI_MODEL_DIR=/m", "--variant", "A=1"])
+    assert seen["run"].variant == ["bs128:GENAI_MODEL_DIR=/m", "A=1"]
+    r = results()
+    r["single_stream"]["server stream ours bs128"] = _single(21.0, 0.45)  # type: ignore[index]
+    r["load"]["ours bs128"] = _load({1: 21.0, 4: 42.0, 8: 60.0})  # type: ignore[index]
+    rows = {x["ours"]: x for x in peer_rows(r)}
+    assert rows["ours bs128"]["decode_c1"] == pytest.approx(1.4)
+    assert rows["ours bs128"]["ttft_c1"] == pytest.approx(0.9)
+    assert rows["ours bs128"]["aggregate_c8"] == pytest.approx(0.6)
 
 
 def _load(tps: dict[int, float], ttft: float = 0.5) -> dict[str, list[dict[str, object]]]:
