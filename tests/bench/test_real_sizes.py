@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench.__main__ import main
@@ -194,3 +195,18 @@ def test_server_steps_keeps_the_decode_runs_of_all_rows_and_the_gaps_between_the
     assert runs[0]["ms"]["outside kernels"] == pytest.approx(0.1 - 0.075)
     s = summary(runs)
     assert s["runs"] == 3 and s["gap_ms"]["n"] == 1
+
+
+def test_block_quality_compares_next_token_logits_to_the_reference() -> None:
+    from bench.probes.block_quality import compare
+
+    ref = [np.array([0.0, 1.0, 3.0]), np.array([2.0, 0.0, 0.0])]
+    same = compare(ref, [r.copy() for r in ref])
+    assert same["top1_agreement"] == 1.0
+    assert same["mean_abs_logit_diff"] == 0.0 and same["kl_mean"] == pytest.approx(0.0)
+    moved = compare(ref, [np.array([0.0, 3.5, 3.0]), np.array([2.0, 0.0, 0.0])])
+    assert moved["top1_agreement"] == 0.5
+    assert moved["mean_abs_logit_diff"] == pytest.approx(2.5 / 3 / 2)
+    assert moved["kl_mean"] > 0.0
+    # a constant shift leaves the softmax, so the KL, where it was
+    assert compare(ref, [r + 5.0 for r in ref])["kl_mean"] == pytest.approx(0.0, abs=1e-12)
