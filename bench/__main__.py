@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     b = sub.add_parser("budget", help="GENAI_STEP_TOKENS values side by side under load")
+    b.add_argument("--shape", default="smollm2-135m", choices=BENCH_SHAPES)
     b.add_argument("--values", type=_ints, default=[0, 32, 48, 64], help="first: the baseline")
     b.add_argument("--concurrency", type=_ints, default=[1, 4, 8])
     b.add_argument("--rounds", type=int, default=2)

@@ -90,7 +90,13 @@ def budget(args: argparse.Namespace) -> int:
         arms[variant] = dict(item.split("=", 1) for item in variant.split(","))
     trees = {n: Path(p) for n, p in (tree.split("=", 1) for tree in args.tree)}
     table = run_budget(
-        arms, args.concurrency, args.rounds, args.requests, out=args.out, trees=trees
+        arms,
+        args.concurrency,
+        args.rounds,
+        args.requests,
+        shape=args.shape,
+        out=args.out,
+        trees=trees,
     )
     print(table)
     return 0

@@ -69,9 +69,11 @@ def test_the_command_line_takes_the_shape_the_arms_and_speculation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: dict[str, argparse.Namespace] = {}
-    for cmd in ("run", "prefill", "agents"):
+    for cmd in ("run", "prefill", "agents", "budget"):
         monkeypatch.setitem(COMMANDS, cmd, lambda args, cmd=cmd: seen.setdefault(cmd, args) and 0)
     main(["run", "--shape", "llama3.2-1b", "--llama-quant", "Q4_0,q4_k_m", "--speculation"])
+    main(["budget", "--shape", "llama3.2-1b"])
+    assert seen["budget"].shape == "llama3.2-1b"
     main(["prefill", "--shape", "llama3.2-1b", "--llama-quant", "q4_k_m"])
     main(["agents", "--shape", "llama3.2-1b"])
     assert seen["run"].shape == "llama3.2-1b" and seen["run"].speculation
