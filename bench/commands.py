@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
 def agents(args: argparse.Namespace) -> int:
     from bench.benchmarks.agents import AgentConfig
     from bench.benchmarks.agents import run as run_agents
+    from bench.harness.server import settings
     from bench.reports.agents import OURS
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -72,8 +73,7 @@ def agents(args: argparse.Namespace) -> int:
         acfg.llama_quant = args.llama_quant
     acfg.responses = args.responses
     for variant in args.variant:
-        env = dict(item.split("=", 1) for item in variant.split(","))
-        acfg.variants[f"{OURS} {variant}"] = env
+        acfg.variants[f"{OURS} {variant}"] = settings(variant)
     if args.no_docs:
         acfg.docs = None
     acfg.command = args.command_line
@@ -84,10 +84,11 @@ def agents(args: argparse.Namespace) -> int:
 
 def budget(args: argparse.Namespace) -> int:
     from bench.benchmarks.budget import run_budget
+    from bench.harness.server import settings
 
     arms = {f"step={v}": {"GENAI_STEP_TOKENS": str(v)} for v in args.values}
     for variant in args.variant:
-        arms[variant] = dict(item.split("=", 1) for item in variant.split(","))
+        arms[variant] = settings(variant)
     trees = {n: Path(p) for n, p in (tree.split("=", 1) for tree in args.tree)}
     table = run_budget(
         arms,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.harness.paths import ROOT
+from bench.harness.server import settings
 from bench.peers.llama_server import DEFAULT_QUANTS
 
 
@@ -83,8 +84,7 @@ def variant_arm(spec: str) -> tuple[str, dict[str, str]]:
     """``--variant`` ``[LABEL:]NAME=VALUE[,NAME=VALUE...]``: the arm's name ("ours LABEL",
     else "ours" and the settings themselves) and its settings."""
     label, _, rest = spec.partition(":") if ":" in spec.split("=", 1)[0] else ("", "", spec)
-    env = dict(item.split("=", 1) for item in rest.split(","))
-    return VARIANT + (label or rest), env
+    return VARIANT + (label or rest), settings(rest)
 
 
 def log(msg: str) -> None:

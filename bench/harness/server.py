@@ -34,6 +34,11 @@ def clean_env(**env: str) -> dict[str, str]:
     return merged
 
 
+def settings(text: str) -> dict[str, str]:
+    """``NAME=VALUE[,NAME=VALUE...]``, the server settings of one benchmark arm."""
+    return dict(item.split("=", 1) for item in text.split(","))
+
+
 def server_settings_fields() -> set[str]:
     """Environment names the server's settings accept."""
     sys.path.insert(0, str(ROOT))

@@ -97,7 +97,7 @@ def summarize(events: list[dict[str, Any]], skip: int) -> dict[str, Any]:
 
 
 def _session(
-    folder: Path, length: int, threads: int, tmp: str, slots: int = 1
+    folder: Path, length: int, threads: int, tmp: str, slots: int = 1, profiled: bool = True
 ) -> tuple[Any, Any, Any]:
     import onnxruntime as ort
 
@@ -107,8 +107,9 @@ def _session(
 
     model = inspect_model_folder(folder)
     options = session_options(ort, model, threads)
-    options.enable_profiling = True
-    options.profile_file_prefix = str(Path(tmp) / model.path.name)
+    if profiled:
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(tmp) / model.path.name)
     path = str(model.path / model.config["model"]["decoder"]["filename"])
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     spec = read_spec(model, {i.name: i.type for i in session.get_inputs()})
