@@ -53,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
 def agents(args: argparse.Namespace) -> int:
     from bench.benchmarks.agents import AgentConfig
     from bench.benchmarks.agents import run as run_agents
-    from bench.harness.server import settings
-    from bench.reports.agents import OURS
+    from bench.benchmarks.run_config import variant_arm
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or ROOT / "bench" / "results" / f"agents-{stamp}"
@@ -72,8 +71,7 @@ def agents(args: argparse.Namespace) -> int:
     if args.llama_quant is not None:
         acfg.llama_quant = args.llama_quant
     acfg.responses = args.responses
-    for variant in args.variant:
-        acfg.variants[f"{OURS} {variant}"] = settings(variant)
+    acfg.variants = dict(variant_arm(spec) for spec in args.variant)
     if args.no_docs:
         acfg.docs = None
     acfg.command = args.command_line

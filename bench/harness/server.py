@@ -4,6 +4,7 @@ the live tests share to start, poll and stop a server."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -35,8 +36,13 @@ def clean_env(**env: str) -> dict[str, str]:
 
 
 def settings(text: str) -> dict[str, str]:
-    """``NAME=VALUE[,NAME=VALUE...]``, the server settings of one benchmark arm."""
-    return dict(item.split("=", 1) for item in text.split(","))
+    """``NAME=VALUE[,NAME=VALUE...]``, the server settings of one benchmark arm; a NAME that
+    is no environment variable's name (``label:NAME``, where no label is taken) is refused."""
+    pairs = [item.partition("=") for item in text.split(",")]
+    for name, eq, _ in pairs:
+        if not eq or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
+            raise ValueError(f"{name!r} in {text!r} is not NAME=VALUE with an environment name")
+    return {name: value for name, _, value in pairs}
 
 
 def server_settings_fields() -> set[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from bench.__main__ import main
 from bench.benchmarks.run_config import variant_arm
 from bench.commands import COMMANDS
 from bench.harness.model_cache import BENCH_SHAPES, BUILD_PLANS, build_command
+from bench.harness.server import settings
 from bench.peers.llama_server import QUANTS, arm_name, gguf_name, quant_arms
 from bench.reports.run import peer_table
 from bench.reports.run_ratios import llama_arms, peer_rows, ratios
@@ -212,3 +214,27 @@ def test_block_quality_compares_next_token_logits_to_the_reference() -> None:
     assert moved["kl_mean"] > 0.0
     # a constant shift leaves the softmax, so the KL, where it was
     assert compare(ref, [r + 5.0 for r in ref])["kl_mean"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_an_arms_settings_refuse_what_is_no_environment_name() -> None:
+    assert settings("GENAI_A=1,B_2=x=y") == {"GENAI_A": "1", "B_2": "x=y"}
+    for text in ("label:GENAI_A=1", "GENAI_A", "genai_a=1", "A=1,"):
+        with pytest.raises(ValueError, match="NAME=VALUE"):
+            settings(text)
+
+
+def test_an_agents_variant_takes_its_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr("bench.benchmarks.agents.run", lambda cfg: seen.setdefault("cfg", cfg))
+    with pytest.raises(FileNotFoundError):  # the stub wrote no results.md
+        main(
+            [
+                "agents",
+                "--no-llama-server",
+                "--out",
+                "/nonexistent/agents",
+                "--variant",
+                "nooverlap:GENAI_PREFILL_OVERLAP=false",
+            ]
+        )
+    assert seen["cfg"].variants == {"ours nooverlap": {"GENAI_PREFILL_OVERLAP": "false"}}
