@@ -10,6 +10,7 @@ from pathlib import Path
 from bench.harness.paths import ROOT
 from bench.harness.server import settings
 from bench.peers.llama_server import DEFAULT_QUANTS
+from bench.reports.run_ratios import VARIANT  # the start of a variant arm's name
 
 
 @dataclass
@@ -77,7 +78,6 @@ LLAMA_SERVER = "llama-server"  # its availability (the build), and every arm's n
 LLAMA_SERVER_ARM = "llama-server Q4_0"  # the Q4_0 arm (llama_server.arm_name("Q4_0"))
 # Our arms with speculation off and on (RunConfig.speculation_arms)
 SPEC_OFF, SPEC_ON = "speculation=off", "speculation=on"
-VARIANT = "ours "  # the start of a RunConfig.variants arm's name
 
 
 def variant_arm(spec: str) -> tuple[str, dict[str, str]]:

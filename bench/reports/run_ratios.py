@@ -13,7 +13,7 @@ TARGETS = {
 
 BATCH, GENERATOR, LLAMA = "scheduler=batch", "scheduler=generator", "llama-server"
 LLAMA_ARM = "llama-server Q4_0"
-VARIANT = "ours "  # a --variant arm's name starts so (bench/benchmarks/run_config.py VARIANT)
+VARIANT = "ours "  # a --variant arm's name starts so (bench/benchmarks/run_config.py variant_arm)
 # our arms against llama-server's, in the peer table: the batch scheduler on the export (else
 # the default server, where no scheduler was asked for), and speculation off and on on the
 # build with every position's logits (bench/benchmarks/run_config.py SPEC_OFF, SPEC_ON)
