@@ -10,11 +10,13 @@ one object or JSON lines. The logic lives in routes/ollama/serving.py and models
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
+from fastapi.routing import APIRoute
 
 from routes.door.answer import answer_lines
 from routes.door.fields import submit
@@ -57,9 +59,26 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 RUNNING = "Ollama is running"  # what Ollama answers at /, and clients look for
 
-# Ollama reads a body as JSON whatever its content type says, and clients rely on it (LiteLLM
-# sends none).
-router = APIRouter(prefix="/api", tags=["ollama"], strict_content_type=False)
+
+class AnyContentType(APIRoute):
+    """Ollama reads a body as JSON whatever its content type says, and clients rely on it:
+    LiteLLM sends none, and ``curl -d``, as in Ollama's own examples, sends
+    ``application/x-www-form-urlencoded``. The type is dropped before FastAPI reads the body,
+    which it then reads as JSON (``strict_content_type=False``)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
+            return await handler(Request({**request.scope, "headers": headers}, request.receive))
+
+        return route
+
+
+router = APIRouter(
+    prefix="/api", tags=["ollama"], strict_content_type=False, route_class=AnyContentType
+)
 
 
 def _lines_doc(what: str, line: type[Any]) -> dict[int | str, dict[str, Any]]:

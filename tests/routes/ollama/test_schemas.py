@@ -149,9 +149,19 @@ def test_a_missing_model_and_a_body_that_is_not_json_are_400s_in_ollamas_shape()
     refused(app.post("/api/show", json={}), "model")
 
 
-def test_a_body_without_a_content_type_is_read_as_json_as_ollama_reads_it() -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},  # httpx sends no content type for bytes, as LiteLLM does
+        {"content-type": "application/x-www-form-urlencoded"},  # curl -d, Ollama's examples
+        {"content-type": "text/plain"},
+    ],
+)
+def test_a_body_is_read_as_json_whatever_its_content_type_as_ollama_reads_it(
+    headers: dict[str, str],
+) -> None:
     app = fake_app(FakeHandle([said("Hi"), end()]))
     body = b'{"model": "onnx-genai", "messages": [{"role": "user", "content": "Hi"}]}'
-    resp = app.post("/api/chat", content=body)  # httpx sends no content type for bytes
+    resp = app.post("/api/chat", content=body, headers=headers)
     assert resp.status_code == 200, resp.text
     assert resp.text.splitlines()[-1].startswith('{"model"')
