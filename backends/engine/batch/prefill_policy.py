@@ -19,13 +19,15 @@ So, per prompt:
 
 The costs are moving averages over the runs: seconds per prompt token read alone (P / L) and
 beside decode steps (T / L), seconds per decode step alone (d) and beside a read (d'). Until
-a read alone and a decode step alone have been seen, long prompts overlap; while overlapping
-does not pay, every ``probe``-th chunk overlaps anyway, so the averages follow the machine.
+a read alone and a decode step alone have been seen, long prompts overlap; while
+overlapping does not pay, every ``probe``-th chunk overlaps anyway, a stall-sized one, so the
+averages follow the machine at the cost of a short read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 ALPHA = 0.25  # weight of the newest run in a moving average
 STALL = 1.5  # decode steps' worth of time one step may spend reading a prompt
@@ -40,6 +42,13 @@ class Average:
 
     def add(self, x: float) -> None:
         self.value = x if self.value is None else self.value + ALPHA * (x - self.value)
+
+
+class Read(NamedTuple):
+    """Where a newcomer's next prompt chunk is read, and at most how many tokens."""
+
+    tokens: int
+    beside: bool  # on the worker thread beside the decode steps, else in this step
 
 
 @dataclass
@@ -69,16 +78,15 @@ class PrefillPolicy:
             return None
         return p2 * (1.0 - d / d2) < p
 
-    def plan(self, pending: int) -> int | None:
-        """How to read a newcomer's ``pending`` prompt tokens while rows decode: None to
-        overlap, or how many tokens to read in this step."""
+    def plan(self, pending: int) -> Read:
+        """How to read a newcomer's ``pending`` prompt tokens while rows decode."""
         p, d = self.read.value, self.step.value
         if p is None or d is None:
-            return None  # nothing to go by yet: stall nobody
+            return Read(pending, beside=True)  # nothing to go by yet: stall nobody
         budget = max(self.min_chunk, int(self.stall * d / p))
         if pending <= budget:
-            return pending
+            return Read(pending, beside=False)
         if self.overlap_pays() is not False:
-            return None
+            return Read(pending, beside=True)
         self._declined += 1
-        return None if self._declined % self.probe == 0 else budget
+        return Read(budget, beside=self._declined % self.probe == 0)

@@ -63,7 +63,7 @@ from backends.engine.batch.chunks import ChunkReader, InFlight
 from backends.engine.batch.decoder import Decoder
 from backends.engine.batch.guidance import Constraint, Grammars
 from backends.engine.batch.kv_cache import KVCache
-from backends.engine.batch.prefill_policy import PrefillPolicy
+from backends.engine.batch.prefill_policy import PrefillPolicy, Read
 from backends.engine.batch.prefix_store import PrefixStore
 from backends.engine.batch.sampler import Choice, RowState, choose
 from backends.engine.batch.sequence import MIN_CHUNK, Seq, chunk_budget, take
@@ -190,11 +190,11 @@ class BatchStrategy:
                 self._guarded([seq], lambda seqs, d=draft: self._verify(seqs[0], d, timed))
 
         if newcomer is not None and self.overlap and decoding:
-            plan = None if self.policy is None else self.policy.plan(len(newcomer.pending))
-            if plan is None:  # beside the decode steps
-                self._guarded([newcomer], self._launch)
+            read = self._plan(newcomer)
+            if read.beside:  # beside the decode steps
+                self._guarded([newcomer], lambda seqs, n=read.tokens: self._launch(seqs, n))
             else:  # in this step, as many tokens as the prefill policy lets the rows wait for
-                self._guarded([newcomer], lambda seqs, n=plan: self._prefill(seqs, n))
+                self._guarded([newcomer], lambda seqs, n=read.tokens: self._prefill(seqs, n))
         elif newcomer is not None:
             chunk = chunk_budget(len(decoding), self.prefill_chunk, self.step_tokens)
             beside = (lambda: decode(alone=False)) if decoding and self.step_tokens > 0 else None
@@ -286,6 +286,15 @@ class BatchStrategy:
             return held[: self._inflight.past]
         return held
 
+    def _plan(self, newcomer: Seq) -> Read:
+        """Where the newcomer's next chunk is read, and at most how many tokens: beside the
+        decode steps (``overlap=True``), or where the prefill policy says (``"auto"``)."""
+        pending = min(len(newcomer.pending), self.prefill_chunk)
+        if self.policy is None:
+            return Read(pending, beside=True)
+        read = self.policy.plan(len(newcomer.pending))
+        return read._replace(tokens=min(read.tokens, self.prefill_chunk))
+
     def _prefill(self, seqs: list[Seq], budget: int, beside: Any = None) -> None:
         """Feed the next chunk (at most ``budget`` tokens) of a newcomer's prompt into its row;
         ``beside`` (the others' decode run) runs meanwhile on this thread, the chunk on the
@@ -305,11 +314,11 @@ class BatchStrategy:
         if not seq.pending:
             self._choose([seq], logits[:, -1, :])
 
-    def _launch(self, seqs: list[Seq]) -> None:
-        """Start the next chunk (up to ``prefill_chunk`` tokens) of a newcomer's prompt on the
+    def _launch(self, seqs: list[Seq], budget: int) -> None:
+        """Start the next chunk (at most ``budget`` tokens) of a newcomer's prompt on the
         worker thread; :meth:`_land` takes its result at a later step."""
         [seq] = seqs
-        chunk, past = seq.next_chunk(self.prefill_chunk)
+        chunk, past = seq.next_chunk(budget)
         self.chunks.launch(seq, seq.row, chunk, past)
 
     def _land(self, *, wait: bool) -> None:

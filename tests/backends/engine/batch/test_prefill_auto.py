@@ -40,7 +40,9 @@ def auto_config() -> ServiceConfig:
     )
 
 
-def costs(monkeypatch: pytest.MonkeyPatch, read: float, step: float, pays: bool) -> None:
+def costs(
+    monkeypatch: pytest.MonkeyPatch, read: float, step: float, pays: bool, probe: int = 10_000
+) -> None:
     """Every policy the strategy makes has seen these costs and learns nothing more."""
 
     class Fixed(PrefillPolicy):
@@ -54,7 +56,7 @@ def costs(monkeypatch: pytest.MonkeyPatch, read: float, step: float, pays: bool)
         # pays: 1.2 x (1 - 1/3) = 0.8 of a read alone; not: 10 x (1 - 1/2) = 5 of one
         beside = (read * 1.2, step * 3) if pays else (read * 10, step * 2)
         return Fixed(
-            probe=10_000,
+            probe=probe,
             read=Average(read),
             step=Average(step),
             read_beside=Average(beside[0]),
@@ -119,3 +121,17 @@ def test_a_prompt_within_the_stall_is_read_whole_in_the_step(
     chunks, _ = long_chunks(spy.calls)
     prompt_tokens = next(c[1] for c in spy.calls if c[0] == "long prompt tokens")
     assert not beside and chunks == [prompt_tokens]
+
+
+def test_where_it_does_not_pay_a_probe_reads_a_stall_sized_chunk_beside_the_steps(
+    oracle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every 2nd declined chunk probes: beside the decode steps, but no bigger than the chunks
+    # read in the steps, so a probe costs a short read, not the rest of the prompt.
+    costs(monkeypatch, read=1 * MS, step=20 * MS, pays=False, probe=2)  # 30 tokens a chunk
+    beside = worker_prefills(monkeypatch)
+    spy = Spy(monkeypatch)
+    assert run(auto_config(), spy.long_prompt_while_others_decode()) == expected(oracle)
+    chunks, _ = long_chunks(spy.calls)
+    assert beside and all(n <= 30 for n in beside), beside
+    assert len(chunks) > len(beside) and all(n <= 30 for n in chunks), chunks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.engine.batch.prefill_policy import Average, PrefillPolicy
+from backends.engine.batch.prefill_policy import Average, PrefillPolicy, Read
 
 pytestmark = pytest.mark.unit
 
@@ -23,17 +23,18 @@ def seen(read: float, step: float, read_beside: float | None, step_beside: float
 
 
 def test_with_nothing_seen_a_prompt_overlaps() -> None:
-    assert PrefillPolicy().plan(8) is None
+    assert PrefillPolicy().plan(8) == Read(8, beside=True)
     half = PrefillPolicy()
     half.decoded(10 * MS, beside=False)  # no read alone yet: no way to tell its stall
-    assert half.plan(8) is None
+    assert half.plan(8) == Read(8, beside=True)
 
 
 def test_a_prompt_that_stalls_the_rows_little_is_read_whole_in_the_step() -> None:
     # 0.5 ms a token, 20 ms a step: 1.5 steps hold 60 tokens.
     policy = seen(0.5 * MS, 20 * MS, None, None)
-    assert policy.plan(60) == 60
-    assert policy.plan(61) is None  # longer: overlap, as nothing says it does not pay
+    assert policy.plan(60) == Read(60, beside=False)
+    # longer: overlap, as nothing says it does not pay
+    assert policy.plan(61) == Read(61, beside=True)
 
 
 def test_a_long_prompt_overlaps_where_overlapping_pays() -> None:
@@ -41,8 +42,8 @@ def test_a_long_prompt_overlaps_where_overlapping_pays() -> None:
     # decode steps of 13.7 ms alone, 22.5 ms beside: 183 x (1 - 13.7/22.5) = 72 < 97.
     policy = seen(97 / 128 * MS, 13.7 * MS, 183 / 128 * MS, 22.5 * MS)
     assert policy.overlap_pays() is True
-    assert policy.plan(128) is None
-    assert policy.plan(20) == 20  # within 1.5 steps: in the step
+    assert policy.plan(128) == Read(128, beside=True)
+    assert policy.plan(20) == Read(20, beside=False)  # within 1.5 steps: in the step
 
 
 def test_where_overlapping_does_not_pay_a_long_prompt_is_read_in_stall_sized_chunks() -> None:
@@ -51,14 +52,17 @@ def test_where_overlapping_does_not_pay_a_long_prompt_is_read_in_stall_sized_chu
     assert policy.overlap_pays() is False
     budget = int(1.5 * 13.7 / (97 / 128))  # tokens read in 1.5 decode steps
     plans = [policy.plan(500) for _ in range(8)]
-    # every 4th (probe) overlaps anyway, so the averages can see it pay again
-    assert plans == [budget, budget, budget, None] * 2
+    # every 4th (probe) overlaps anyway, so the averages can see it pay again: a chunk of the
+    # same size, so a probe costs a short read, not the whole prompt beside the steps
+    assert plans == [Read(budget, False)] * 3 + [Read(budget, True)] + [Read(budget, False)] * 3 + [
+        Read(budget, True)
+    ]
 
 
 def test_a_chunk_is_never_smaller_than_the_floor() -> None:
     policy = seen(10 * MS, 1 * MS, 30 * MS, 3 * MS)  # a slow read beside fast steps
     assert policy.overlap_pays() is False
-    assert policy.plan(100) == 16
+    assert policy.plan(100) == Read(16, beside=False)
 
 
 def test_averages_follow_the_newest_runs() -> None:
