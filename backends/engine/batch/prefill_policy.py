@@ -62,6 +62,18 @@ class PrefillPolicy:
     step_beside: Average = field(default_factory=Average)  # s per decode step beside a read
     _declined: int = 0
 
+    def __str__(self) -> str:
+        """The figures the rule reads, in milliseconds, for the debug log."""
+
+        def ms(average: Average) -> str:
+            return "-" if average.value is None else f"{average.value * 1e3:.2f}"
+
+        return (
+            f"prompt token {ms(self.read)} alone, {ms(self.read_beside)} beside; "
+            f"decode step {ms(self.step)} alone, {ms(self.step_beside)} beside; "
+            f"overlap pays: {self.overlap_pays()}"
+        )
+
     def prefilled(self, tokens: int, seconds: float, *, beside: bool) -> None:
         """A prompt chunk of ``tokens`` was read in ``seconds`` (``beside`` decode steps)."""
         if tokens > 0:

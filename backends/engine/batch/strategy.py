@@ -168,6 +168,27 @@ class BatchStrategy:
         self._active.append(seq)
 
     def step(self) -> None:
+        if not log.isEnabledFor(logging.DEBUG):
+            self._step()
+            return
+        started, before = time.perf_counter(), self._census()
+        self._step()
+        log.debug(
+            "step %.1f ms: %d decoding, %d waiting, read in flight %s; now %d, %d, %s; %s",
+            (time.perf_counter() - started) * 1e3,
+            *before,
+            *self._census(),
+            self.policy or "no prefill policy",
+        )
+
+    def _census(self) -> tuple[int, int, bool]:
+        """Rows decoding, newcomers with prompt left to read, and whether a read is in
+        flight: what the debug log gives for each step."""
+        decoding = sum(1 for s in self._active if s.next_token is not None)
+        waiting = sum(1 for s in self._active if s.pending)
+        return decoding, waiting, self._inflight is not None
+
+    def _step(self) -> None:
         if self._inflight is None:
             self._compact()
         decoding = [s for s in self._active if s.next_token is not None]

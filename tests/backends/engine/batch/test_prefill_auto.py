@@ -5,6 +5,7 @@ output equals the plain og.Generator loop token for token either way."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -135,3 +136,16 @@ def test_where_it_does_not_pay_a_probe_reads_a_stall_sized_chunk_beside_the_step
     chunks, _ = long_chunks(spy.calls)
     assert beside and all(n <= 30 for n in beside), beside
     assert len(chunks) > len(beside) and all(n <= 30 for n in chunks), chunks
+
+
+def test_the_debug_log_gives_each_step_its_rows_its_queue_and_the_policys_figures(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    costs(monkeypatch, read=1 * MS, step=10 * MS, pays=True)
+    spy = Spy(monkeypatch)
+    with caplog.at_level(logging.DEBUG, logger="genai.batch"):
+        run(auto_config(), spy.long_prompt_while_others_decode())
+    steps = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    # the long prompt waits while the three short ones decode, then its read goes beside them
+    assert any("3 decoding, 1 waiting, read in flight False; now 3, 0, True" in m for m in steps)
+    assert all("prompt token 1.00 alone, 1.20 beside; decode step 10.00 alone" in m for m in steps)

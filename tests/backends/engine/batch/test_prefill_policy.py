@@ -72,3 +72,14 @@ def test_averages_follow_the_newest_runs() -> None:
     for _ in range(40):
         average.add(3.0)
     assert average.value == pytest.approx(3.0, abs=1e-3)
+
+
+def test_its_figures_read_in_milliseconds_for_the_debug_log() -> None:
+    assert str(PrefillPolicy()) == (
+        "prompt token - alone, - beside; decode step - alone, - beside; overlap pays: None"
+    )
+    policy = seen(97 / 128 * MS, 13.7 * MS, 183 / 128 * MS, 22.5 * MS)
+    assert str(policy) == (
+        "prompt token 0.76 alone, 1.43 beside; decode step 13.70 alone, 22.50 beside; "
+        "overlap pays: True"
+    )
