@@ -310,10 +310,8 @@ class BatchStrategy:
     def _plan(self, newcomer: Seq) -> Read:
         """Where the newcomer's next chunk is read, and at most how many tokens: beside the
         decode steps (``overlap=True``), or where the prefill policy says (``"auto"``)."""
-        pending = min(len(newcomer.pending), self.prefill_chunk)
-        if self.policy is None:
-            return Read(pending, beside=True)
-        read = self.policy.plan(len(newcomer.pending))
+        pending = len(newcomer.pending)
+        read = Read(pending, beside=True) if self.policy is None else self.policy.plan(pending)
         return read._replace(tokens=min(read.tokens, self.prefill_chunk))
 
     def _prefill(self, seqs: list[Seq], budget: int, beside: Any = None) -> None:
