@@ -76,7 +76,7 @@ class ServerProcess:
     def start(self) -> None:
         env = clean_env(**self.env, PORT=str(self.port), HOST="127.0.0.1")
         env.setdefault("LOG_LEVEL", self.log_level)
-        self.log = tempfile.TemporaryFile()
+        self.log = self._log_file()
         self.proc = subprocess.Popen(
             [sys.executable, "main_genai.py", *self.args],
             cwd=self.cwd,
@@ -84,6 +84,18 @@ class ServerProcess:
             stdout=self.log,
             stderr=self.log,
         )
+
+    def _log_file(self) -> IO[bytes]:
+        """Where the server writes: a temporary file, or with ``BENCH_SERVER_LOGS=DIR`` a file
+        there named by the arm and port, kept after the run (with ``LOG_LEVEL=debug`` too, a
+        trace of every batch step)."""
+        folder = os.environ.get("BENCH_SERVER_LOGS")
+        if not folder:
+            return tempfile.TemporaryFile()
+        path = Path(folder)
+        path.mkdir(parents=True, exist_ok=True)
+        name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", self.name)
+        return open(path / f"{name}-{self.port}.log", "wb+")  # closed in stop()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """True once ``health`` answers 200; False (with ``error`` set) if the server died,
