@@ -31,6 +31,7 @@ from backends.models.folder import ModelFolder, inspect_model_folder  # noqa: E4
 from config.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
 from tests import postgres as pg  # noqa: E402
 from tests.hub_server import LocalHub, demo_repos  # noqa: E402
+from tests.steps import Steps  # noqa: E402
 
 TIERS = ("unit", "model", "live")
 # The demo model's context length (genai_config.json), which refusal messages name.
@@ -100,6 +101,15 @@ def wait_ready(client: TestClient, timeout: float = 60.0) -> None:
     """Wait until every model loaded, and fail if one did not (the log says why)."""
     health = wait_loaded(client, timeout)
     assert set(health["models"].values()) == {"ok"}, f"a model failed to load: {health}"
+
+
+@pytest.fixture()
+def steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[Steps]:
+    """The models this test loads take a step only when it grants one (tests/steps.py)."""
+    held = Steps()
+    held.install(monkeypatch)
+    yield held
+    held.free()
 
 
 @pytest.fixture(scope="session")

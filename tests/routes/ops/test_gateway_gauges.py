@@ -18,13 +18,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from backends.types import KV_BLOCK_TOKENS
 from tests.app.test_adapters import models_file
 from tests.conftest import make_client, wait_ready
+from tests.steps import Steps
 
 pytestmark = pytest.mark.model
 
 LONG = {
     "messages": [{"role": "user", "content": "hello"}],
     "max_tokens": 1900,
-    "min_tokens": 1900,  # runs until it is cancelled
+    "min_tokens": 1900,  # runs until it is cancelled, its steps granted by the test
     "stream": True,
 }
 
@@ -44,6 +45,10 @@ def value(client: TestClient, name: str) -> float:
     return found
 
 
+def kv(client: TestClient) -> float:
+    return value(client, "vllm:kv_cache_usage_perc")
+
+
 def both(client: TestClient) -> tuple[float, float]:
     """Running and waiting, from one scrape."""
     found = gauges(client)
@@ -57,9 +62,15 @@ def until(check: Callable[[], bool], timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
+def listed(client: TestClient) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = client.get("/admin/requests").json()["data"]
+    return found
+
+
 @contextmanager
-def running(client: TestClient, bodies: list[dict[str, Any]]) -> Iterator[None]:
-    """Streams ``bodies`` on threads while the block runs, then cancels them (admin)."""
+def running(client: TestClient, steps: Steps, bodies: list[dict[str, Any]]) -> Iterator[None]:
+    """Streams ``bodies`` on threads while the block runs, then cancels them (admin). The model
+    steps only as ``steps`` grants, so neither ends first, however fast the machine."""
     threads = [
         threading.Thread(target=lambda b=b: client.post("/v1/chat/completions", json=b))
         for b in bodies
@@ -69,9 +80,10 @@ def running(client: TestClient, bodies: list[dict[str, Any]]) -> Iterator[None]:
     try:
         yield
     finally:
-        until(lambda: len(client.get("/admin/requests").json()["data"]) == len(bodies))
-        for entry in client.get("/admin/requests").json()["data"]:
+        steps.until(lambda: len(listed(client)) == len(bodies))
+        for entry in listed(client):
             client.post(f"/admin/requests/{entry['id']}/cancel")
+        steps.free()
         for t in threads:
             t.join(30)
 
@@ -97,29 +109,31 @@ def test_idle_gauges_and_the_block_config() -> None:
 
 
 @pytest.mark.parametrize("scheduler", ["batch", "generator", "engine"])
-def test_a_running_and_a_waiting_sequence_and_the_kv_they_hold(scheduler: str) -> None:
+def test_a_running_and_a_waiting_sequence_and_the_kv_they_hold(
+    scheduler: str, steps: Steps
+) -> None:
     with make_client(max_concurrency=1, admin=True, scheduler=scheduler) as client:
         wait_ready(client)
-        with running(client, [LONG, LONG]):
-            until(lambda: both(client) == (1, 1))
+        with running(client, steps, [LONG, LONG]):
+            steps.until(lambda: both(client) == (1, 1) and kv(client) > 0)  # it read its prompt
             context = client.get("/v1/models").json()["data"][0]["max_model_len"]
-            used = value(client, "vllm:kv_cache_usage_perc")
+            used = kv(client)
             # One row of one: the tokens it holds (prompt and output so far) of its capacity.
-            assert 0 < used * context < 1900 + 64
-            until(lambda: value(client, "vllm:kv_cache_usage_perc") > used)  # it grows
+            assert used * context < 1900 + 64
+            steps.until(lambda: kv(client) > used)  # it grows
         until(lambda: value(client, "vllm:num_requests_running") == 0)
-        assert value(client, "vllm:kv_cache_usage_perc") == 0.0
+        assert kv(client) == 0.0
 
 
-def test_lora_info_names_the_adapters_in_use(tmp_path: Path) -> None:
+def test_lora_info_names_the_adapters_in_use(tmp_path: Path, steps: Steps) -> None:
     path = models_file(tmp_path)  # two adapters on the generator strategy
     with make_client(models_file=path, max_concurrency=1, admin=True) as client:
         wait_ready(client)
         [(idle, _)] = gauges(client)["vllm:lora_requests_info"]
         assert idle == {"running_lora_adapters": "", "waiting_lora_adapters": "", "max_lora": "2"}
         bodies = [{**LONG, "model": "pirate"}, {**LONG, "model": "poet"}]
-        with running(client, bodies):
-            until(lambda: both(client) == (1, 1))
+        with running(client, steps, bodies):
+            steps.until(lambda: both(client) == (1, 1) and kv(client) > 0)
             [(labels, when)] = gauges(client)["vllm:lora_requests_info"]
             assert {labels["running_lora_adapters"], labels["waiting_lora_adapters"]} == {
                 "pirate",
@@ -127,4 +141,4 @@ def test_lora_info_names_the_adapters_in_use(tmp_path: Path) -> None:
             }
             assert labels["max_lora"] == "2"
             assert abs(when - time.time()) < 60  # a wall-clock time
-            assert value(client, "vllm:kv_cache_usage_perc") > 0  # the generator's count
+            assert kv(client) > 0  # the generator's count

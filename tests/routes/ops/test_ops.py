@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import make_client, metric, wait_ready
+from tests.steps import Steps
 
 pytestmark = pytest.mark.model
 
@@ -101,7 +102,7 @@ def test_speculation_counts_in_usage_and_metrics(client: TestClient) -> None:
     )
 
 
-def test_full_server_answers_429_with_retry_after() -> None:
+def test_full_server_answers_429_with_retry_after(steps: Steps) -> None:
     with make_client(max_concurrency=1, max_queue=0) as c:
         wait_ready(c)
         service = c.app.state.models  # type: ignore[attr-defined]
@@ -115,7 +116,7 @@ def test_full_server_answers_429_with_retry_after() -> None:
 
         t = threading.Thread(target=long_request)
         t.start()
-        assert hold.wait(30)
+        steps.until(hold.is_set)  # it streams, and steps no further than granted
         resp = c.post("/v1/chat", json=BODY)
         assert resp.status_code == 429
         assert resp.headers["retry-after"] == "1"
@@ -123,11 +124,12 @@ def test_full_server_answers_429_with_retry_after() -> None:
         assert metric(c.get("/metrics").text, "genai_requests_rejected_total") >= 1
         for r in service.stats().requests:
             service.cancel(r.id)
+        steps.free()
         t.join(30)
         assert c.post("/v1/chat", json=BODY).status_code == 200
 
 
-def test_admin_lists_and_cancels_a_running_request() -> None:
+def test_admin_lists_and_cancels_a_running_request(steps: Steps) -> None:
     with make_client(admin=True) as c:
         wait_ready(c)
         result: dict[str, object] = {}
@@ -151,6 +153,7 @@ def test_admin_lists_and_cancels_a_running_request() -> None:
             if listed and listed[0]["generated_tokens"] > 0:
                 break
             assert time.monotonic() < deadline, listed
+            steps.grant()  # one step at a time: it runs until it is cancelled
             time.sleep(0.01)  # a poll interval, not a guess at how long anything takes
         # (the stream's last event is checked below: an operator's cancel is no normal end)
         assert len(listed) == 1 and listed[0]["state"] == "running"
@@ -160,6 +163,7 @@ def test_admin_lists_and_cancels_a_running_request() -> None:
         assert metric(gauges, "genai_requests_waiting") == 0
         rid = listed[0]["id"]
         assert c.post(f"/admin/requests/{rid}/cancel").json() == {"id": rid, "cancelled": True}
+        steps.free()
         t.join(30)
         assert not t.is_alive()
         data = [line for line in result["lines"] if line.startswith("data:")]  # type: ignore[attr-defined]
@@ -273,7 +277,7 @@ def test_draining_refuses_new_work() -> None:
         assert c.get("/healthz").status_code == 200  # liveness unchanged
 
 
-def test_sse_keepalive_pings_while_waiting_in_the_queue() -> None:
+def test_sse_keepalive_pings_while_waiting_in_the_queue(steps: Steps) -> None:
     with make_client(max_concurrency=1, sse_ping=0.02) as c:
         wait_ready(c)
         service = c.app.state.models  # type: ignore[attr-defined]
@@ -285,6 +289,7 @@ def test_sse_keepalive_pings_while_waiting_in_the_queue() -> None:
                 for _ in r.iter_lines():
                     started.set()
 
+        steps.pace(0.05)  # the next request is read on the owner thread, between steps
         t = threading.Thread(target=long_request)
         t.start()
         assert started.wait(30)
@@ -295,6 +300,7 @@ def test_sse_keepalive_pings_while_waiting_in_the_queue() -> None:
                 lines.append(line)
                 if line.startswith(":"):
                     service.cancel(long_id)  # a ping came while queued: now let it run
+                    steps.free()
         t.join(30)
         first_data = next(i for i, line in enumerate(lines) if line.startswith("data:"))
         assert any(line.startswith(":") for line in lines[:first_data])

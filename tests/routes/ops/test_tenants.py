@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 
 from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.conftest import assert_error, make_client, wait_ready
+from tests.steps import Steps
 
 pytestmark = pytest.mark.model
 
@@ -35,7 +36,24 @@ def auth(key: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+def steps() -> Iterator[Steps]:
+    """The module's model steps freely, but for a test that holds it (tests/steps.py)."""
+    free = Steps(held=False)
+    with pytest.MonkeyPatch.context() as patch:
+        free.install(patch)
+        yield free
+        free.free()
+
+
+@pytest.fixture(autouse=True)
+def _free_after(steps: Steps) -> Iterator[None]:
+    """A test that held the steps, passed or failed, leaves them free for the next."""
+    yield
+    steps.free()
+
+
+@pytest.fixture(scope="module")
+def tenants(tmp_path_factory: pytest.TempPathFactory, steps: Steps) -> Iterator[TestClient]:
     root = tmp_path_factory.mktemp("root")
     (root / "empty").mkdir()
     (root / "outside").symlink_to(tmp_path_factory.mktemp("elsewhere"))
@@ -69,8 +87,9 @@ def test_user_keys_without_an_admin_key_reach_no_admin_route() -> None:
         assert client.get("/v1/requests", headers=auth(A)).json() == {"data": []}
 
 
-def test_a_key_sees_and_cancels_its_own_requests_alone(tenants: TestClient) -> None:
+def test_a_key_sees_and_cancels_its_own_requests_alone(tenants: TestClient, steps: Steps) -> None:
     lines: list[str] = []
+    steps.hold()  # it runs until A cancels it
 
     def long_request() -> None:
         body = {**BODY, "max_tokens": 1900, "min_tokens": 1900, "stream": True}
@@ -99,6 +118,7 @@ def test_a_key_sees_and_cancels_its_own_requests_alone(tenants: TestClient) -> N
     # A cancels its own.
     done = tenants.post("/v1/requests/a-long/cancel", headers=auth(A))
     assert done.json() == {"id": "a-long", "cancelled": True}
+    steps.free()
     thread.join(30)
     assert not thread.is_alive()
     data = [line for line in lines if line.startswith("data:")]
