@@ -52,9 +52,11 @@ def test_the_picker_reads_a_keyed_server_and_hears_its_kv_events() -> None:
             _, events, _ = msgpack.unpackb(payload)
             [stored] = [e for e in events if e[0] == "BlockStored"]
             assert stored[3] == ids[: len(stored[3])] and len(stored[3]) % stored[4] == 0
-        time.sleep(0.5)  # the publisher's last batch, sent as the server exits
-        last = msgpack.unpackb(sub.messages[-1][2])[1]
-        assert last == [["AllBlocksCleared"]]
+        # The publisher's last batch, sent as the server exits (however long it takes here).
+        deadline = time.monotonic() + 30
+        while (last := msgpack.unpackb(sub.messages[-1][2])[1]) != [["AllBlocksCleared"]]:
+            assert time.monotonic() < deadline, last
+            time.sleep(0.02)
     finally:
         sub.close()
 
