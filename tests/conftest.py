@@ -31,7 +31,7 @@ from backends.models.folder import ModelFolder, inspect_model_folder  # noqa: E4
 from config.settings import DEMO_MODEL_DIR, Settings  # noqa: E402
 from tests import postgres as pg  # noqa: E402
 from tests.hub_server import LocalHub, demo_repos  # noqa: E402
-from tests.steps import Steps  # noqa: E402
+from tests.steps import Steps, installed  # noqa: E402
 
 TIERS = ("unit", "model", "live")
 # The demo model's context length (genai_config.json), which refusal messages name.
@@ -104,12 +104,10 @@ def wait_ready(client: TestClient, timeout: float = 60.0) -> None:
 
 
 @pytest.fixture()
-def steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[Steps]:
+def steps() -> Iterator[Steps]:
     """The models this test loads take a step only when it grants one (tests/steps.py)."""
-    held = Steps()
-    held.install(monkeypatch)
-    yield held
-    held.free()
+    with installed(held=True) as held:
+        yield held
 
 
 @pytest.fixture(scope="session")

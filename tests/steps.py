@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -65,6 +66,7 @@ class Steps:
         """Let every step run, from now on (before the app shuts down, or it waits on one)."""
         with self._cond:
             self._free = True
+            self._pace = None
             self._cond.notify_all()
 
     def pace(self, seconds: float) -> None:
@@ -88,3 +90,16 @@ class Steps:
             assert time.monotonic() < deadline, "timed out"
             self.grant()
             time.sleep(0.01)
+
+
+@contextmanager
+def installed(*, held: bool) -> Iterator[Steps]:
+    """:class:`Steps` over the models loaded inside the block, free again when it ends (a
+    fixture's body; a module's fixture starts them free and a test holds them)."""
+    steps = Steps(held=held)
+    with pytest.MonkeyPatch.context() as patch:
+        steps.install(patch)
+        try:
+            yield steps
+        finally:
+            steps.free()

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 from config.settings import DEMO_MODEL_DIR
 from tests.conftest import make_client
+from tests.steps import Steps, installed
 
 pytestmark = pytest.mark.model
 
@@ -86,7 +87,16 @@ def timeline() -> Iterator[Timeline]:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory, timeline: Timeline) -> Iterator[TestClient]:
+def steps() -> Iterator[Steps]:
+    """The models step freely, but where the test paces them (tests/steps.py)."""
+    with installed(held=False) as free:
+        yield free
+
+
+@pytest.fixture(scope="module")
+def client(
+    tmp_path_factory: pytest.TempPathFactory, timeline: Timeline, steps: Steps
+) -> Iterator[TestClient]:
     path = Path(tmp_path_factory.mktemp("models")) / "models.toml"
     path.write_text(MODELS)
     with make_client(models_file=path, max_models=2) as c:
@@ -162,7 +172,9 @@ def metric(client: TestClient, name: str, **labels: str) -> float:
     return 0.0
 
 
-def test_three_models_under_a_cap_of_two(client: TestClient, timeline: Timeline) -> None:
+def test_three_models_under_a_cap_of_two(
+    client: TestClient, timeline: Timeline, steps: Steps
+) -> None:
     health = client.get("/healthz")
     assert health.status_code == 200, health.text  # nothing loaded, and ready to serve
     assert health.json()["models"] == {"a": "unloaded", "b": "unloaded", "c": "unloaded"}
@@ -187,6 +199,8 @@ def test_three_models_under_a_cap_of_two(client: TestClient, timeline: Timeline)
     # b and c both busy: a waits until one of them is idle, and neither is cut short.
     timeline.mark("long on b and c, then a")
     long = {"max_tokens": 160, "min_tokens": 160}
+    steps.hold()
+    steps.pace(0.03)  # a step per 30 ms: both are still running when a asks, on any machine
     results: list[dict[str, Any]] = []
     runner = threading.Thread(
         target=lambda: results.extend(at_once(client, [("b", long), ("c", long)]))
@@ -196,6 +210,7 @@ def test_three_models_under_a_cap_of_two(client: TestClient, timeline: Timeline)
     wait_until(lambda: {r.model for r in registry.stats().requests} == {"b", "c"})
     chat(client, "a")
     runner.join(120)
+    steps.free()
     assert [r["usage"]["completion_tokens"] for r in results] == [160, 160], results
     assert all(r["choices"][0]["finish_reason"] == "length" for r in results)
     evicted = _evicted_last(timeline)

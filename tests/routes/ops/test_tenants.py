@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 
 from config.settings import DEMO_MODEL_DIR, REPO_ROOT
 from tests.conftest import assert_error, make_client, wait_ready
-from tests.steps import Steps
+from tests.steps import Steps, installed
 
 pytestmark = pytest.mark.model
 
@@ -38,11 +38,8 @@ def auth(key: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def steps() -> Iterator[Steps]:
     """The module's model steps freely, but for a test that holds it (tests/steps.py)."""
-    free = Steps(held=False)
-    with pytest.MonkeyPatch.context() as patch:
-        free.install(patch)
+    with installed(held=False) as free:
         yield free
-        free.free()
 
 
 @pytest.fixture(autouse=True)
