@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import make_client, parse_sse, wait_ready
+from tests.steps import Steps
 
 pytestmark = pytest.mark.model
 
@@ -106,9 +107,10 @@ def test_streams_use_lf_and_blank_line_separators(client: TestClient, path: str)
             assert isinstance(json.loads(payload), dict)
 
 
-def test_pings_and_in_band_errors_use_the_same_framing() -> None:
+def test_pings_and_in_band_errors_use_the_same_framing(steps: Steps) -> None:
     # Pings every few ms and a deadline the generation cannot meet: the stream carries
     # keep-alive comments and ends with the in-band error event.
+    steps.pace(0.01)  # 2,000 tokens take seconds on any machine, not 0.6 s as here
     with make_client(sse_ping=0.005, request_timeout=0.3) as c:
         wait_ready(c)
         body = {"messages": MESSAGES, "max_tokens": 2000, "min_tokens": 2000}
