@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -53,13 +53,6 @@ def both(client: TestClient) -> tuple[float, float]:
     """Running and waiting, from one scrape."""
     found = gauges(client)
     return found["vllm:num_requests_running"][0][1], found["vllm:num_requests_waiting"][0][1]
-
-
-def until(check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def listed(client: TestClient) -> list[dict[str, Any]]:
@@ -121,7 +114,7 @@ def test_a_running_and_a_waiting_sequence_and_the_kv_they_hold(
             # One row of one: the tokens it holds (prompt and output so far) of its capacity.
             assert used * context < 1900 + 64
             steps.until(lambda: kv(client) > used)  # it grows
-        until(lambda: value(client, "vllm:num_requests_running") == 0)
+        steps.until(lambda: value(client, "vllm:num_requests_running") == 0)  # freed: no grants
         assert kv(client) == 0.0
 
 
